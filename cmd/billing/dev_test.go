@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDevRestart starts `billing dev` twice on the same data directory: the
+// second start reuses the cluster (and the demo player), and nothing is left
+// running afterwards.
+func TestDevRestart(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "dev")
+	var keys []string
+	for i, label := range []string{"cold", "warm"} {
+		addr := freeAddr(t)
+		p := startProc(t, []string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, "dev", "--dir", dir)
+		took := waitHealthy(t, "http://"+addr, p, 60*time.Second)
+		t.Logf("billing dev %s start: first healthy /healthz after %v", label, took.Round(time.Millisecond))
+		require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "Ctrl-C stops everything") }, 5*time.Second, 20*time.Millisecond)
+		keys = append(keys, between(p.out.String(), "API key:\n  ", "\n"))
+		require.NotEmpty(t, keys[i])
+		p.stop(t, syscall.SIGINT, 20*time.Second)
+	}
+	require.Equal(t, keys[0], keys[1], "the demo player survives a restart")
+	out, _ := exec.Command("pgrep", "-f", "postgres.*-D "+dir).Output()
+	require.Empty(t, strings.TrimSpace(string(out)), "no postgres left behind")
+}
+
+func between(s, start, end string) string {
+	i := strings.Index(s, start)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(start):]
+	if j := strings.Index(s, end); j >= 0 {
+		return s[:j]
+	}
+	return s
+}

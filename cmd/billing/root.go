@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/fibe-dev/billing/config"
+)
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "billing",
+		Short: "Moves money exactly once: wallets, daily Marquee funding, provider webhooks, an idempotent API",
+		Long: `billing runs durable River jobs on PostgreSQL: a cron-driven enforcer funds every
+Marquee once per service day, webhook intake claims each provider event once,
+and an idempotent wallet with a double-entry ledger backs every credit and debit.
+
+Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	config.BindFlags(root.PersistentFlags())
+	root.AddCommand(
+		newMigrateCmd(),
+		newWebCmd(),
+		newWorkerCmd(),
+		newDevCmd(),
+	)
+	return root
+}
+
+// loadConfig loads the configuration for cmd; requireDB makes a missing
+// database URL an error.
+func loadConfig(cmd *cobra.Command, requireDB bool) (*config.Config, error) {
+	return config.Load(cmd.Flags(), config.Options{RequireDatabase: requireDB})
+}
+
+// newLogger logs JSON when stderr is not a terminal (production, CI), text
+// on a terminal, unless log_format says otherwise.
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	format := cfg.LogFormat
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, nil))
+	}
+	return slog.New(slog.NewJSONHandler(w, nil))
+}
+
+// openPool connects to the database and checks it answers.
+func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database_url: %w", err)
+	}
+	if maxConns > 0 {
+		pcfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to %s:%d/%s: %w", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, pcfg.ConnConfig.Database, err)
+	}
+	return pool, nil
+}

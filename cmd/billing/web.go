@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/jobs"
+)
+
+func newWebCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "web",
+		Short: "Serve the HTTP API, webhook intake, /riverui/, /metrics and /healthz (Procfile web)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd, true)
+			if err != nil {
+				return err
+			}
+			logger := newLogger(cfg, os.Stderr).With("process", "web")
+			pool, err := openPool(cmd.Context(), cfg.DatabaseURL, 20)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			ln, err := net.Listen("tcp", cfg.HTTPAddr)
+			if err != nil {
+				return fmt.Errorf("http_addr: %w", err)
+			}
+			return runWeb(cmd.Context(), cfg, pool, ln, logger)
+		},
+	}
+}
+
+// registerStateCollector registers the River job-state gauge once per process.
+var registerStateCollector sync.Once
+
+// runWeb serves until ctx is done, then shuts down gracefully.
+func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.Listener, logger *slog.Logger) error {
+	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	registerStateCollector.Do(func() { prometheus.MustRegister(jobs.NewStateCollector(pool)) })
+	srv, err := httpapi.New(httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger})
+	if err != nil {
+		return err
+	}
+	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopUI()
+	if err := srv.Start(uiCtx); err != nil {
+		return err
+	}
+	httpSrv := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	logger.Info("web listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("web shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	logger.Info("web stopped")
+	return nil
+}

@@ -1,0 +1,310 @@
+// Package config loads the billing system's typed configuration.
+//
+// Precedence is flags > environment (BILLING_*) > an optional billing.yaml >
+// built-in defaults, so that every command works without a file. Validation
+// returns one line naming the offending key; nothing here panics.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Keys, as they appear in billing.yaml; the environment variable is
+// BILLING_ followed by the key in upper case.
+const (
+	KeyDatabaseURL      = "database_url"
+	KeyHTTPAddr         = "http_addr"
+	KeyEnforcerSchedule = "enforcer_schedule"
+	KeyServiceDayTZ     = "service_day_tz"
+	KeyStripeSecret     = "stripe_webhook_secret"
+	KeyPaddleSecret     = "paddle_webhook_secret"
+	KeyCreemSecret      = "creem_webhook_secret"
+	KeyRiverUIUser      = "riverui_user"
+	KeyRiverUIPassword  = "riverui_password"
+	KeySparksPerMana    = "sparks_per_mana"
+	KeyShutdownTimeout  = "shutdown_timeout"
+	KeyLogFormat        = "log_format"
+	KeySKUs             = "skus"
+	KeyPlans            = "plans"
+)
+
+// SKU is a purchasable Mana pack: what it costs in a provider currency and
+// how much Mana it grants.
+type SKU struct {
+	Amount   int64  `mapstructure:"amount"`   // minor units, e.g. cents
+	Currency string `mapstructure:"currency"` // ISO 4217, lower case
+	Mana     int64  `mapstructure:"mana"`
+}
+
+// Plan is a Marquee plan: its price per service day in Sparks.
+type Plan struct {
+	DailySparks int64 `mapstructure:"daily_sparks"`
+}
+
+// Config is the validated configuration of every billing command.
+type Config struct {
+	DatabaseURL      string
+	HTTPAddr         string
+	EnforcerSpec     string
+	EnforcerSchedule cron.Schedule
+	ServiceDayTZ     *time.Location
+	StripeSecrets    []string
+	PaddleSecrets    []string
+	CreemSecrets     []string
+	RiverUIUser      string
+	RiverUIPassword  string
+	SparksPerMana    int64
+	ShutdownTimeout  time.Duration
+	LogFormat        string // "json", "text" or "" (auto: text on a terminal)
+	SKUs             map[string]SKU
+	Plans            map[string]Plan
+}
+
+// Error is a configuration error naming the key at fault.
+type Error struct {
+	Key string
+	Err error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("config: %s (BILLING_%s): %v", e.Key, strings.ToUpper(e.Key), e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrMissing is wrapped by an *Error for a required key that has no value.
+var ErrMissing = errors.New("is required")
+
+// DefaultSKUs and DefaultPlans apply when billing.yaml does not define any.
+func DefaultSKUs() map[string]SKU {
+	return map[string]SKU{
+		"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
+		"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
+	}
+}
+
+// DefaultPlans is the built-in plan catalogue.
+func DefaultPlans() map[string]Plan {
+	return map[string]Plan{"standard": {DailySparks: 100}}
+}
+
+// BindFlags declares the flags shared by every command on fs.
+func BindFlags(fs *pflag.FlagSet) {
+	fs.String("config", "", "path to billing.yaml (optional)")
+	fs.String("database-url", "", "PostgreSQL URL (env BILLING_DATABASE_URL)")
+	fs.String("http-addr", "", "HTTP listen address (env BILLING_HTTP_ADDR, default :8080)")
+}
+
+// Options tune Load.
+type Options struct {
+	// RequireDatabase makes an empty database URL an error.
+	RequireDatabase bool
+	// Env replaces os.LookupEnv-based environment lookups (tests).
+	Env map[string]string
+}
+
+// Load reads flags (may be nil), the environment and the optional file.
+func Load(fs *pflag.FlagSet, opts Options) (*Config, error) {
+	v := viper.New()
+	setDefaults(v)
+	if err := bindEnv(v, opts.Env); err != nil {
+		return nil, err
+	}
+	if fs != nil {
+		for key, flag := range map[string]string{KeyDatabaseURL: "database-url", KeyHTTPAddr: "http-addr"} {
+			if f := fs.Lookup(flag); f != nil {
+				if err := v.BindPFlag(key, f); err != nil {
+					return nil, fmt.Errorf("config: bind flag %s: %w", flag, err)
+				}
+			}
+		}
+		if f := fs.Lookup("config"); f != nil && f.Value.String() != "" {
+			v.SetConfigFile(f.Value.String())
+			if err := v.ReadInConfig(); err != nil {
+				return nil, &Error{Key: "config", Err: err}
+			}
+		}
+	}
+	return decode(v, opts)
+}
+
+// LoadFile is Load with an explicit file path and environment, for tests and tools.
+func LoadFile(path string, opts Options) (*Config, error) {
+	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
+	BindFlags(fs)
+	if path != "" {
+		_ = fs.Set("config", path)
+	}
+	return Load(fs, opts)
+}
+
+func setDefaults(v *viper.Viper) {
+	v.SetDefault(KeyHTTPAddr, ":8080")
+	v.SetDefault(KeyEnforcerSchedule, "*/5 * * * *")
+	v.SetDefault(KeyServiceDayTZ, "UTC")
+	v.SetDefault(KeySparksPerMana, "1")
+	v.SetDefault(KeyShutdownTimeout, "25s")
+}
+
+var envKeys = []string{
+	KeyDatabaseURL, KeyHTTPAddr, KeyEnforcerSchedule, KeyServiceDayTZ,
+	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
+	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
+}
+
+func bindEnv(v *viper.Viper, env map[string]string) error {
+	for _, key := range envKeys {
+		name := "BILLING_" + strings.ToUpper(key)
+		if env != nil {
+			if val, ok := env[name]; ok {
+				v.Set(key, val)
+			}
+			continue
+		}
+		if err := v.BindEnv(key, name); err != nil {
+			return fmt.Errorf("config: bind env %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func decode(v *viper.Viper, opts Options) (*Config, error) {
+	c := &Config{
+		DatabaseURL:     strings.TrimSpace(v.GetString(KeyDatabaseURL)),
+		HTTPAddr:        strings.TrimSpace(v.GetString(KeyHTTPAddr)),
+		EnforcerSpec:    strings.TrimSpace(v.GetString(KeyEnforcerSchedule)),
+		StripeSecrets:   splitList(v.GetString(KeyStripeSecret)),
+		PaddleSecrets:   splitList(v.GetString(KeyPaddleSecret)),
+		CreemSecrets:    splitList(v.GetString(KeyCreemSecret)),
+		RiverUIUser:     v.GetString(KeyRiverUIUser),
+		RiverUIPassword: v.GetString(KeyRiverUIPassword),
+		LogFormat:       strings.ToLower(strings.TrimSpace(v.GetString(KeyLogFormat))),
+	}
+	if err := c.validateDatabase(opts.RequireDatabase); err != nil {
+		return nil, err
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return nil, &Error{Key: KeyHTTPAddr, Err: fmt.Errorf("cannot parse %q: %w", c.HTTPAddr, err)}
+	}
+	sched, err := ParseSchedule(c.EnforcerSpec)
+	if err != nil {
+		return nil, &Error{Key: KeyEnforcerSchedule, Err: err}
+	}
+	c.EnforcerSchedule = sched
+	if c.ServiceDayTZ, err = time.LoadLocation(strings.TrimSpace(v.GetString(KeyServiceDayTZ))); err != nil {
+		return nil, &Error{Key: KeyServiceDayTZ, Err: fmt.Errorf("unknown time zone: %w", err)}
+	}
+	if c.SparksPerMana, err = parsePositive(v.GetString(KeySparksPerMana)); err != nil {
+		return nil, &Error{Key: KeySparksPerMana, Err: err}
+	}
+	if c.ShutdownTimeout, err = time.ParseDuration(v.GetString(KeyShutdownTimeout)); err != nil || c.ShutdownTimeout <= 0 {
+		return nil, &Error{Key: KeyShutdownTimeout, Err: fmt.Errorf("want a positive duration such as 25s, got %q", v.GetString(KeyShutdownTimeout))}
+	}
+	switch c.LogFormat {
+	case "", "json", "text":
+	default:
+		return nil, &Error{Key: KeyLogFormat, Err: fmt.Errorf("want json or text, got %q", c.LogFormat)}
+	}
+	if c.RiverUIUser != "" && c.RiverUIPassword == "" || c.RiverUIUser == "" && c.RiverUIPassword != "" {
+		return nil, &Error{Key: KeyRiverUIPassword, Err: errors.New("riverui_user and riverui_password must be set together")}
+	}
+	if err := c.decodeCatalogue(v); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) validateDatabase(required bool) error {
+	if c.DatabaseURL == "" {
+		if required {
+			return &Error{Key: KeyDatabaseURL, Err: ErrMissing}
+		}
+		return nil
+	}
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" && u.Query().Get("host") == "" {
+		return &Error{Key: KeyDatabaseURL, Err: errors.New("want a postgres:// URL with a host")}
+	}
+	return nil
+}
+
+func (c *Config) decodeCatalogue(v *viper.Viper) error {
+	c.SKUs = DefaultSKUs()
+	if v.IsSet(KeySKUs) {
+		c.SKUs = map[string]SKU{}
+		if err := v.UnmarshalKey(KeySKUs, &c.SKUs); err != nil {
+			return &Error{Key: KeySKUs, Err: err}
+		}
+	}
+	for _, name := range sortedKeys(c.SKUs) {
+		s := c.SKUs[name]
+		s.Currency = strings.ToLower(strings.TrimSpace(s.Currency))
+		if s.Amount <= 0 || s.Mana <= 0 || len(s.Currency) != 3 {
+			return &Error{Key: KeySKUs + "." + name, Err: errors.New("needs a positive amount, a positive mana and a 3-letter currency")}
+		}
+		c.SKUs[name] = s
+	}
+	c.Plans = DefaultPlans()
+	if v.IsSet(KeyPlans) {
+		c.Plans = map[string]Plan{}
+		if err := v.UnmarshalKey(KeyPlans, &c.Plans); err != nil {
+			return &Error{Key: KeyPlans, Err: err}
+		}
+	}
+	for _, name := range sortedKeys(c.Plans) {
+		if c.Plans[name].DailySparks <= 0 {
+			return &Error{Key: KeyPlans + "." + name, Err: errors.New("needs a positive daily_sparks")}
+		}
+	}
+	return nil
+}
+
+// ParseSchedule parses a standard 5-field cron spec or a descriptor such as
+// "@every 1m" or "@hourly".
+func ParseSchedule(spec string) (cron.Schedule, error) {
+	if spec == "" {
+		return nil, ErrMissing
+	}
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse cron spec %q: %w", spec, err)
+	}
+	return s, nil
+}
+
+func parsePositive(s string) (int64, error) {
+	var n int64
+	if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n <= 0 || fmt.Sprint(n) != strings.TrimSpace(s) {
+		return 0, fmt.Errorf("want a positive integer, got %q", s)
+	}
+	return n, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,106 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/config"
+)
+
+func TestLoadValidation(t *testing.T) {
+	t.Parallel()
+	const db = "postgres://u:p@localhost:5432/billing"
+	tests := []struct {
+		name    string
+		env     map[string]string
+		require bool
+		wantKey string // empty: no error
+	}{
+		{name: "defaults", env: map[string]string{"BILLING_DATABASE_URL": db}},
+		{name: "missing database when required", env: map[string]string{}, require: true, wantKey: config.KeyDatabaseURL},
+		{name: "database optional", env: map[string]string{}},
+		{name: "unparsable database", env: map[string]string{"BILLING_DATABASE_URL": "::not a url"}, wantKey: config.KeyDatabaseURL},
+		{name: "wrong scheme", env: map[string]string{"BILLING_DATABASE_URL": "mysql://h/db"}, wantKey: config.KeyDatabaseURL},
+		{name: "bad cron", env: map[string]string{"BILLING_ENFORCER_SCHEDULE": "every five minutes"}, wantKey: config.KeyEnforcerSchedule},
+		{name: "six-field cron refused", env: map[string]string{"BILLING_ENFORCER_SCHEDULE": "0 */5 * * * *"}, wantKey: config.KeyEnforcerSchedule},
+		{name: "descriptor cron", env: map[string]string{"BILLING_ENFORCER_SCHEDULE": "@every 1m"}},
+		{name: "unknown tz", env: map[string]string{"BILLING_SERVICE_DAY_TZ": "Mars/Olympus"}, wantKey: config.KeyServiceDayTZ},
+		{name: "tz ok", env: map[string]string{"BILLING_SERVICE_DAY_TZ": "America/New_York"}},
+		{name: "bad addr", env: map[string]string{"BILLING_HTTP_ADDR": "8080"}, wantKey: config.KeyHTTPAddr},
+		{name: "bad rate", env: map[string]string{"BILLING_SPARKS_PER_MANA": "-2"}, wantKey: config.KeySparksPerMana},
+		{name: "fractional rate", env: map[string]string{"BILLING_SPARKS_PER_MANA": "1.5"}, wantKey: config.KeySparksPerMana},
+		{name: "half riverui creds", env: map[string]string{"BILLING_RIVERUI_USER": "ops"}, wantKey: config.KeyRiverUIPassword},
+		{name: "bad shutdown", env: map[string]string{"BILLING_SHUTDOWN_TIMEOUT": "soon"}, wantKey: config.KeyShutdownTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.LoadFile("", config.Options{RequireDatabase: tt.require, Env: tt.env})
+			if tt.wantKey == "" {
+				require.NoError(t, err)
+				require.NotNil(t, c.EnforcerSchedule)
+				return
+			}
+			var cerr *config.Error
+			require.ErrorAs(t, err, &cerr)
+			require.Equal(t, tt.wantKey, cerr.Key)
+			require.Contains(t, err.Error(), tt.wantKey)
+			require.NotContains(t, err.Error(), "\n", "one line")
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadFile("", config.Options{Env: map[string]string{
+		"BILLING_STRIPE_WEBHOOK_SECRET": " whsec_old , whsec_new ",
+	}})
+	require.NoError(t, err)
+	require.Equal(t, ":8080", c.HTTPAddr)
+	require.Equal(t, "*/5 * * * *", c.EnforcerSpec)
+	require.Equal(t, time.UTC, c.ServiceDayTZ)
+	require.EqualValues(t, 1, c.SparksPerMana)
+	require.Equal(t, []string{"whsec_old", "whsec_new"}, c.StripeSecrets)
+	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
+	require.Equal(t, config.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])
+	require.EqualValues(t, 100, c.Plans["standard"].DailySparks)
+}
+
+func TestFileAndPrecedence(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "billing.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+http_addr: "127.0.0.1:9000"
+service_day_tz: Europe/Berlin
+skus:
+  gold:
+    amount: 500
+    currency: EUR
+    mana: 700
+plans:
+  big:
+    daily_sparks: 250
+`), 0o600))
+	c, err := config.LoadFile(path, config.Options{Env: map[string]string{"BILLING_HTTP_ADDR": "127.0.0.1:9100"}})
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9100", c.HTTPAddr, "env beats file")
+	require.Equal(t, "Europe/Berlin", c.ServiceDayTZ.String())
+	require.Equal(t, config.SKU{Amount: 500, Currency: "eur", Mana: 700}, c.SKUs["gold"])
+	require.NotContains(t, c.SKUs, "mana_1000", "a file catalogue replaces the defaults")
+	require.EqualValues(t, 250, c.Plans["big"].DailySparks)
+
+	bad := filepath.Join(t.TempDir(), "billing.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("skus:\n  free:\n    amount: -1\n    currency: usd\n    mana: 5\n"), 0o600))
+	_, err = config.LoadFile(bad, config.Options{Env: map[string]string{}})
+	var cerr *config.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "skus.free", cerr.Key)
+
+	_, err = config.LoadFile(filepath.Join(t.TempDir(), "missing.yaml"), config.Options{Env: map[string]string{}})
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "config", cerr.Key)
+}

@@ -1,0 +1,127 @@
+// Package httpapi is the HTTP face of billing: the /v1 API, webhook intake,
+// the River UI, /metrics and /healthz, with one place that maps domain
+// errors to statuses.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"riverqueue.com/riverui"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/jobs"
+)
+
+// Options are the web process's dependencies.
+type Options struct {
+	Pool   *pgxpool.Pool
+	River  *jobs.Client // insert-only is enough
+	Config *config.Config
+	Logger *slog.Logger
+	// Gatherer serves /metrics; nil means prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP handler plus what it must start and stop.
+type Server struct {
+	opts    Options
+	mux     *http.ServeMux
+	riverUI *riverui.Handler
+}
+
+// New builds the handler. Call Start before serving so the River UI's
+// background work runs.
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.DefaultGatherer
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	if err := s.mountRiverUI(); err != nil {
+		return nil, err
+	}
+	if err := s.mountRoutes(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Start starts the River UI's background services.
+func (s *Server) Start(ctx context.Context) error {
+	if s.riverUI == nil {
+		return nil
+	}
+	if err := s.riverUI.Start(ctx); err != nil {
+		return fmt.Errorf("httpapi: start river ui: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.opts.Pool.Ping(ctx); err != nil {
+		s.opts.Logger.WarnContext(ctx, "healthz: database unreachable", "error", err)
+		http.Error(w, "database unreachable\n", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// mountRiverUI serves the River UI at /riverui/ behind basic auth; without
+// credentials configured it is not mounted at all (no open admin console).
+func (s *Server) mountRiverUI() error {
+	cfg := s.opts.Config
+	if cfg == nil || cfg.RiverUIUser == "" || s.opts.River == nil {
+		return nil
+	}
+	h, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(s.opts.River, nil),
+		Logger:    s.opts.Logger,
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return fmt.Errorf("httpapi: river ui: %w", err)
+	}
+	s.riverUI = h
+	guarded := BasicAuth(cfg.RiverUIUser, cfg.RiverUIPassword, "River UI", h)
+	s.mux.Handle("/riverui/", guarded)
+	s.mux.Handle("/riverui", guarded)
+	return nil
+}
+
+// BasicAuth guards next with one user and password, compared in constant time.
+func BasicAuth(user, password, realm string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		userOK := subtle.ConstantTimeCompare([]byte(u), []byte(user)) == 1
+		passOK := subtle.ConstantTimeCompare([]byte(p), []byte(password)) == 1
+		if !ok || !userOK || !passOK {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Basic realm=%q, charset=\"UTF-8\"", realm))
+			http.Error(w, "unauthorized\n", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,237 @@
+// Package pglocal runs a private PostgreSQL cluster from the machine's own
+// binaries, for `billing dev` and for tests.
+//
+// It wraps embedded-postgres with BinariesPath pointed at the local
+// installation, so nothing is downloaded. PostgreSQL refuses to run as root,
+// and CI runs as root: in that case the cluster runs as the `postgres` system
+// user through tiny wrapper scripts that `runuser` the real binaries, which
+// keeps the whole thing transparent to callers.
+package pglocal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
+)
+
+// ErrNoBinaries means no PostgreSQL server binaries were found on this machine.
+var ErrNoBinaries = errors.New("no PostgreSQL server binaries found (looked at `pg_config --bindir` and /usr/lib/postgresql/*/bin); " +
+	"install them with `apt-get install -y postgresql`, or set BILLING_DATABASE_URL to an existing server")
+
+// Options configure a cluster.
+type Options struct {
+	// Dir holds the cluster: data/ (kept across starts) and run/ (wiped).
+	Dir string
+	// Port to listen on (localhost); 0 picks a free one.
+	Port int
+	// Database created on first start; default "billing".
+	Database string
+	// Fast trades durability for speed (fsync off): for throwaway test clusters.
+	Fast bool
+	// Log receives PostgreSQL's output; nil discards it.
+	Log io.Writer
+}
+
+// Server is a running cluster.
+type Server struct {
+	pg   *embeddedpostgres.EmbeddedPostgres
+	port int
+	db   string
+}
+
+// FindBinaries returns the directory that contains bin/pg_ctl.
+func FindBinaries() (string, error) {
+	var candidates []string
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		candidates = append(candidates, filepath.Dir(strings.TrimSpace(string(out))))
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	sort.Slice(matches, func(i, j int) bool { return majorOf(matches[i]) > majorOf(matches[j]) })
+	for _, m := range matches {
+		candidates = append(candidates, filepath.Dir(filepath.Dir(m)))
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(filepath.Join(c, "bin", "pg_ctl")); err == nil {
+			if _, err := os.Stat(filepath.Join(c, "bin", "initdb")); err == nil {
+				return c, nil
+			}
+		}
+	}
+	return "", ErrNoBinaries
+}
+
+func majorOf(pgctl string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(pgctl))))
+	return n
+}
+
+// Start starts (or restarts on its existing data) the cluster in opts.Dir.
+func Start(opts Options) (*Server, error) {
+	binaries, err := FindBinaries()
+	if err != nil {
+		return nil, err
+	}
+	version, err := serverVersion(binaries)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Database == "" {
+		opts.Database = "billing"
+	}
+	if opts.Port == 0 {
+		if opts.Port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pglocal: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		if binaries, err = rootWrappers(opts.Dir, binaries); err != nil {
+			return nil, err
+		}
+	}
+	params := map[string]string{"unix_socket_directories": "", "max_connections": "400"}
+	if opts.Fast {
+		params["fsync"] = "off"
+		params["synchronous_commit"] = "off"
+		params["full_page_writes"] = "off"
+	}
+	logw := opts.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	cfg := embeddedpostgres.DefaultConfig().
+		Version(version).
+		Port(uint32(opts.Port)).
+		Database(opts.Database).
+		Username("billing").Password("billing").
+		BinariesPath(binaries).
+		RuntimePath(filepath.Join(opts.Dir, "run")).
+		DataPath(filepath.Join(opts.Dir, "data")).
+		CachePath(filepath.Join(opts.Dir, "cache")).
+		StartParameters(params).
+		StartTimeout(60 * time.Second).
+		Logger(logw)
+	pg := embeddedpostgres.NewDatabase(cfg)
+	if err := pg.Start(); err != nil {
+		return nil, fmt.Errorf("pglocal: start PostgreSQL in %s: %w", opts.Dir, err)
+	}
+	return &Server{pg: pg, port: opts.Port, db: opts.Database}, nil
+}
+
+// URL is the connection URL of the cluster's database.
+func (s *Server) URL() string { return s.DatabaseURL(s.db) }
+
+// DatabaseURL is the connection URL of another database on the cluster.
+func (s *Server) DatabaseURL(db string) string {
+	return fmt.Sprintf("postgres://billing:billing@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+}
+
+// Port is the TCP port the cluster listens on.
+func (s *Server) Port() int { return s.port }
+
+// Stop shuts the cluster down (fast mode) and waits for it.
+func (s *Server) Stop() error { return s.pg.Stop() }
+
+func serverVersion(binaries string) (embeddedpostgres.PostgresVersion, error) {
+	out, err := exec.Command(filepath.Join(binaries, "bin", "pg_ctl"), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("pglocal: pg_ctl --version: %w", err)
+	}
+	// "pg_ctl (PostgreSQL) 15.18 (Debian ...)"
+	fields := strings.Fields(string(out))
+	if len(fields) < 3 {
+		return "", fmt.Errorf("pglocal: unexpected pg_ctl --version output %q", out)
+	}
+	major := strings.SplitN(fields[2], ".", 2)[0]
+	// embedded-postgres compares only the major version with PG_VERSION.
+	return embeddedpostgres.PostgresVersion(major + ".0.0"), nil
+}
+
+// rootWrappers writes bin/{initdb,pg_ctl,postgres} scripts that run the real
+// binaries as the postgres user, and hands dir to that user: initdb must be
+// able to create data/ and read the password file embedded-postgres writes
+// into run/ as root.
+func rootWrappers(dir, binaries string) (string, error) {
+	pgUser, err := user.Lookup("postgres")
+	if err != nil {
+		return "", fmt.Errorf("pglocal: running as root needs the `postgres` system user (apt-get install -y postgresql): %w", err)
+	}
+	uid, _ := strconv.Atoi(pgUser.Uid)
+	gid, _ := strconv.Atoi(pgUser.Gid)
+	if err := chownTree(dir, uid, gid); err != nil {
+		return "", err
+	}
+	if err := parentsTraversable(dir); err != nil {
+		return "", err
+	}
+	wrapDir := filepath.Join(dir, "pgbin")
+	if err := os.MkdirAll(filepath.Join(wrapDir, "bin"), 0o755); err != nil {
+		return "", err
+	}
+	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+		pre := ""
+		if name == "initdb" {
+			pre = fmt.Sprintf("chown -R %d:%d %q\n", uid, gid, filepath.Join(dir, "run"))
+		}
+		script := fmt.Sprintf("#!/bin/sh\n%sexec runuser -u postgres -- %q \"$@\"\n", pre, filepath.Join(binaries, "bin", name))
+		if err := os.WriteFile(filepath.Join(wrapDir, "bin", name), []byte(script), 0o755); err != nil {
+			return "", err
+		}
+	}
+	return wrapDir, nil
+}
+
+func chownTree(dir string, uid, gid int) error {
+	return filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if info.Name() == "pgbin" && info.IsDir() {
+			return filepath.SkipDir
+		}
+		return os.Lchown(path, uid, gid)
+	})
+}
+
+// parentsTraversable makes sure the postgres user can reach dir: a temp dir
+// made by os.MkdirTemp is 0700 and owned by root.
+func parentsTraversable(dir string) error {
+	for p := filepath.Dir(dir); p != "/" && p != "."; p = filepath.Dir(p) {
+		info, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if info.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(p, info.Mode().Perm()|0o011); err != nil {
+				return fmt.Errorf("pglocal: make %s traversable for postgres: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// FreePort asks the kernel for a free TCP port on localhost.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,124 @@
+// Package jobs is the River runtime: the client, its queues, the worker
+// registry, periodic jobs, the error handler and job metrics.
+//
+// Each domain package owns its job args (with a stable Kind()) and its
+// worker; this package only wires them into one River client. The web
+// process builds a client without queues: it inserts jobs (InsertTx) and
+// serves the River UI, but never works them.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// Queue names. Money paths get their own queues so a flood of one kind of
+// work cannot starve the other.
+const (
+	QueueFunding     = "funding"
+	QueueFulfillment = "fulfillment"
+	QueueDefault     = river.QueueDefault
+)
+
+// Queues is the worker process's queue configuration.
+func Queues() map[string]river.QueueConfig {
+	return map[string]river.QueueConfig{
+		QueueFunding:     {MaxWorkers: 20},
+		QueueFulfillment: {MaxWorkers: 20},
+		QueueDefault:     {MaxWorkers: 20},
+	}
+}
+
+// Client is the River client type used throughout.
+type Client = river.Client[pgx.Tx]
+
+// Options configure NewClient.
+type Options struct {
+	Logger *slog.Logger
+	// Workers and PeriodicJobs are nil for an insert-only (web) client.
+	Workers      *river.Workers
+	PeriodicJobs []*river.PeriodicJob
+	// Queues overrides Queues() (tests use small ones); ignored without Workers.
+	Queues map[string]river.QueueConfig
+	// ID names the client in River's leader election and logs.
+	ID string
+	// SoftStopTimeout is how long Stop waits for running jobs before cancelling them.
+	SoftStopTimeout time.Duration
+	// FetchPollInterval overrides River's (tests shorten it).
+	FetchPollInterval time.Duration
+}
+
+// NewClient builds the River client over pool.
+func NewClient(pool *pgxpool.Pool, opts Options) (*Client, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cfg := &river.Config{
+		ID:                opts.ID,
+		Logger:            logger,
+		ErrorHandler:      &errorHandler{logger: logger},
+		Middleware:        []rivertype.Middleware{metricsMiddleware()},
+		FetchPollInterval: opts.FetchPollInterval,
+	}
+	if opts.Workers != nil {
+		cfg.Workers = opts.Workers
+		cfg.PeriodicJobs = opts.PeriodicJobs
+		cfg.Queues = opts.Queues
+		if cfg.Queues == nil {
+			cfg.Queues = Queues()
+		}
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: new client: %w", err)
+	}
+	return client, nil
+}
+
+// Stop stops a started client: a soft stop (running jobs finish) bounded by
+// timeout, then a hard stop that cancels their contexts.
+func Stop(ctx context.Context, client *Client, timeout time.Duration) error {
+	soft, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := client.Stop(soft)
+	if err == nil {
+		return nil
+	}
+	hard, cancelHard := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelHard()
+	if herr := client.StopAndCancel(hard); herr != nil {
+		return fmt.Errorf("jobs: hard stop: %w", herr)
+	}
+	return nil
+}
+
+// errorHandler logs every job error with its kind and attempt, so retries are
+// visible in logs as well as in the River UI.
+type errorHandler struct{ logger *slog.Logger }
+
+func (h *errorHandler) HandleError(ctx context.Context, job *rivertype.JobRow, err error) *river.ErrorHandlerResult {
+	level := slog.LevelWarn
+	var cancel *river.JobCancelError
+	if errors.As(err, &cancel) || job.Attempt >= job.MaxAttempts {
+		level = slog.LevelError
+	}
+	h.logger.Log(ctx, level, "job failed", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
+		"max_attempts", job.MaxAttempts, "error", err.Error())
+	return nil
+}
+
+func (h *errorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
+	h.logger.ErrorContext(ctx, "job panicked", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
+		"panic", fmt.Sprint(panicVal), "trace", trace)
+	return nil
+}

@@ -1,0 +1,23 @@
+package jobs
+
+import (
+	"context"
+
+	"github.com/riverqueue/river"
+)
+
+// NoopArgs is a job that does nothing. It measures River's own throughput on
+// this database (the baseline bench/ compares domain jobs against) and is a
+// cheap end-to-end probe that a worker is alive.
+type NoopArgs struct{}
+
+// Kind implements river.JobArgs.
+func (NoopArgs) Kind() string { return "noop" }
+
+// NoopWorker works NoopArgs.
+type NoopWorker struct {
+	river.WorkerDefaults[NoopArgs]
+}
+
+// Work implements river.Worker.
+func (NoopWorker) Work(context.Context, *river.Job[NoopArgs]) error { return nil }

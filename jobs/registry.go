@@ -1,0 +1,33 @@
+package jobs
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/fibe-dev/billing/config"
+)
+
+// Deps are what the domain workers need.
+type Deps struct {
+	Pool   *pgxpool.Pool
+	Config *config.Config
+	Logger *slog.Logger
+	// Now is the clock every worker and periodic job uses; nil is time.Now.
+	Now func() time.Time
+}
+
+// Registry builds the worker bundle and the periodic jobs of the worker
+// process. Every process that may win leader election must build the same
+// periodic jobs, so this is the only place they are declared.
+func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &NoopWorker{})
+	var periodic []*river.PeriodicJob
+	return workers, periodic, nil
+}

@@ -1,0 +1,86 @@
+// Package migrations owns the database schema: River's own tables (through
+// rivermigrate) and the application's tables (embedded goose SQL files).
+//
+// Migrate is idempotent and safe to run from several processes at once: the
+// whole run holds a PostgreSQL advisory lock, so a second migrator waits and
+// then finds nothing to do.
+package migrations
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+//go:embed sql/*.sql
+var files embed.FS
+
+// lockKey is an arbitrary constant: the advisory lock id of a migration run.
+const lockKey int64 = 0x62696c6c696e67 // "billing"
+
+// Result tells what a run applied.
+type Result struct {
+	RiverVersions []int
+	AppVersions   []int64
+}
+
+// Migrate applies River's migrations and then ours, under one advisory lock.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*Result, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: acquire: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		return nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer func() {
+		// Unlock on a fresh context: ctx may be cancelled, and a session lock
+		// left behind on a pooled connection would block the next migrator.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey)
+	}()
+
+	res := &Result{}
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("migrate: river: %w", err)
+	}
+	riverRes, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: river: %w", err)
+	}
+	for _, v := range riverRes.Versions {
+		res.RiverVersions = append(res.RiverVersions, v.Version)
+	}
+
+	sub, err := fs.Sub(files, "sql")
+	if err != nil {
+		return nil, err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, sub)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: goose: %w", err)
+	}
+	results, err := provider.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: app: %w", err)
+	}
+	for _, r := range results {
+		res.AppVersions = append(res.AppVersions, r.Source.Version)
+	}
+	logger.InfoContext(ctx, "migrated", "river_applied", len(res.RiverVersions), "app_applied", len(res.AppVersions))
+	return res, nil
+}

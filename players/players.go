@@ -1,0 +1,95 @@
+// Package players owns players and their API keys.
+//
+// An API key is shown once, at creation; only its SHA-256 is stored, so a
+// leaked database does not leak working keys. Keys are 32 random bytes, so a
+// plain (unsalted) hash is safe against guessing.
+package players
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// keyPrefix makes keys recognisable in logs and secret scanners.
+const keyPrefix = "bk_"
+
+var (
+	// ErrUnauthorized is a missing, malformed, unknown or revoked API key.
+	ErrUnauthorized = errors.New("players: unknown or revoked API key")
+	// ErrInvalidName is an empty or over-long player name.
+	ErrInvalidName = errors.New("players: name must be 1 to 200 characters")
+)
+
+// DB is what this package needs of a pool or a transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Player is an account holder.
+type Player struct {
+	ID        int64     `json:"id,string"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Create makes a player with a fresh API key and returns the key in clear.
+func Create(ctx context.Context, db DB, name string) (Player, string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 200 {
+		return Player{}, "", ErrInvalidName
+	}
+	key, err := NewAPIKey()
+	if err != nil {
+		return Player{}, "", err
+	}
+	var p Player
+	err = db.QueryRow(ctx, `
+		WITH p AS (INSERT INTO players (name) VALUES ($1) RETURNING id, name, created_at),
+		     k AS (INSERT INTO api_keys (player_id, key_hash) SELECT id, $2 FROM p)
+		SELECT id, name, created_at FROM p`, name, HashKey(key)).Scan(&p.ID, &p.Name, &p.CreatedAt)
+	if err != nil {
+		return Player{}, "", fmt.Errorf("players: create: %w", err)
+	}
+	return p, key, nil
+}
+
+// NewAPIKey returns a new random key.
+func NewAPIKey() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("players: random: %w", err)
+	}
+	return keyPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// HashKey is the stored form of a key.
+func HashKey(key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
+}
+
+// Authenticate returns the id of the player owning key.
+func Authenticate(ctx context.Context, db DB, key string) (int64, error) {
+	if !strings.HasPrefix(key, keyPrefix) || len(key) > 200 {
+		return 0, ErrUnauthorized
+	}
+	var id int64
+	err := db.QueryRow(ctx, `SELECT player_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, HashKey(key)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrUnauthorized
+	}
+	if err != nil {
+		return 0, fmt.Errorf("players: authenticate: %w", err)
+	}
+	return id, nil
+}
