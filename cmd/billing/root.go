@@ -31,6 +31,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newWebCmd(),
 		newWorkerCmd(),
 		newDevCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

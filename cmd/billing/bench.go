@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fibe-dev/billing/bench"
+)
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench <name>",
+		Short: "Run a load generator from bench/ against BILLING_DATABASE_URL, beside its baseline",
+		Long: `bench runs one load generator against the database in BILLING_DATABASE_URL and,
+in the same invocation, the baseline it is judged against (pgbench on the
+equivalent raw SQL, or River working a no-op job). It prints one JSON object
+with ops_per_sec, p50_ms, p99_ms, errors, the baselines and the ratios.
+Benchmarks create their own players and rows; run them on a scratch database.`,
+	}
+	for _, b := range bench.All() {
+		cmd.AddCommand(newOneBenchCmd(b))
+	}
+	return cmd
+}
+
+func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
+	var clients int
+	var duration time.Duration
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   b.Name,
+		Short: b.Short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd, true)
+			if err != nil {
+				return err
+			}
+			logger := newLogger(cfg, os.Stderr)
+			pool, err := openPool(cmd.Context(), cfg.DatabaseURL, int32(clients*2+10))
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			env := bench.Env{Pool: pool, DatabaseURL: cfg.DatabaseURL, Config: cfg, Clients: clients,
+				Duration: duration, Logger: logger, Progress: os.Stderr}
+			report, err := b.Run(cmd.Context(), env, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				return enc.Encode(report)
+			}
+			b, _ := json.MarshalIndent(report, "", "  ")
+			fmt.Fprintln(out, string(b))
+			return nil
+		},
+	}
+	c.Flags().IntVar(&clients, "clients", 8, "concurrent clients")
+	c.Flags().DurationVar(&duration, "duration", 10*time.Second, "how long each measured run lasts")
+	c.Flags().BoolVar(&asJSON, "json", false, "print one compact JSON object")
+	if b.Flags != nil {
+		b.Flags(c.Flags())
+	}
+	return c
+}
