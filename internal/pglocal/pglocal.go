@@ -45,9 +45,11 @@ type Options struct {
 
 // Server is a running cluster.
 type Server struct {
-	pg   *embeddedpostgres.EmbeddedPostgres
-	port int
-	db   string
+	pg       *embeddedpostgres.EmbeddedPostgres
+	port     int
+	db       string
+	binaries string // directory holding bin/pg_ctl (the root wrappers when root)
+	dataDir  string
 }
 
 // FindBinaries returns the directory that contains bin/pg_ctl.
@@ -131,7 +133,8 @@ func Start(opts Options) (*Server, error) {
 	if err := pg.Start(); err != nil {
 		return nil, fmt.Errorf("pglocal: start PostgreSQL in %s: %w", opts.Dir, err)
 	}
-	return &Server{pg: pg, port: opts.Port, db: opts.Database}, nil
+	return &Server{pg: pg, port: opts.Port, db: opts.Database, binaries: binaries,
+		dataDir: filepath.Join(opts.Dir, "data")}, nil
 }
 
 // URL is the connection URL of the cluster's database.
@@ -147,6 +150,26 @@ func (s *Server) Port() int { return s.port }
 
 // Stop shuts the cluster down (fast mode) and waits for it.
 func (s *Server) Stop() error { return s.pg.Stop() }
+
+// Restart is `pg_ctl restart -m fast`: every connection is cut, as in a
+// failover or a crash-restart of the primary. Fault-injection tests use it.
+func (s *Server) Restart() error {
+	// The new postmaster inherits pg_ctl's stdout: give it a file, not a
+	// pipe, or waiting for the pipe to close would wait for the server.
+	logPath := filepath.Join(filepath.Dir(s.dataDir), "restart.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("pglocal: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(filepath.Join(s.binaries, "bin", "pg_ctl"), "restart", "-m", "fast", "-w", "-D", s.dataDir)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(logPath)
+		return fmt.Errorf("pglocal: pg_ctl restart: %w\n%s", err, out)
+	}
+	return nil
+}
 
 func serverVersion(binaries string) (embeddedpostgres.PostgresVersion, error) {
 	out, err := exec.Command(filepath.Join(binaries, "bin", "pg_ctl"), "--version").Output()

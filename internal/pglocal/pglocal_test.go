@@ -41,3 +41,25 @@ func TestRestartReusesData(t *testing.T) {
 	out, _ := exec.Command("pgrep", "-af", "postgres.*"+dir).Output()
 	require.Empty(t, strings.TrimSpace(string(out)), "no postgres left running for %s", dir)
 }
+
+// TestRestartCutsConnections proves Restart really bounces the server and
+// that a pool reconnects by itself afterwards.
+func TestRestartCutsConnections(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := pglocal.Start(pglocal.Options{Dir: t.TempDir(), Fast: true})
+	require.NoError(t, err)
+	defer srv.Stop()
+	conn, err := pgx.Connect(ctx, srv.URL())
+	require.NoError(t, err)
+	var before int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&before))
+	require.NoError(t, srv.Restart())
+	_, err = conn.Exec(ctx, "SELECT 1")
+	require.Error(t, err, "the old session is gone")
+	conn2, err := pgx.Connect(ctx, srv.URL())
+	require.NoError(t, err)
+	defer conn2.Close(ctx)
+	var one int
+	require.NoError(t, conn2.QueryRow(ctx, "SELECT 1").Scan(&one))
+}
