@@ -34,6 +34,8 @@ const (
 	KeySparksPerMana    = "sparks_per_mana"
 	KeyShutdownTimeout  = "shutdown_timeout"
 	KeyLogFormat        = "log_format"
+	KeyJobTimeout       = "job_timeout"
+	KeyRescueAfter      = "rescue_stuck_jobs_after"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
 )
@@ -66,8 +68,13 @@ type Config struct {
 	SparksPerMana    int64
 	ShutdownTimeout  time.Duration
 	LogFormat        string // "json", "text" or "" (auto: text on a terminal)
-	SKUs             map[string]SKU
-	Plans            map[string]Plan
+	// JobTimeout bounds one run of a job; RescueAfter is when River's
+	// rescuer retries a job left running by a killed worker. Every money job
+	// is idempotent, so rescuing early is safe and keeps recovery fast.
+	JobTimeout  time.Duration
+	RescueAfter time.Duration
+	SKUs        map[string]SKU
+	Plans       map[string]Plan
 }
 
 // Error is a configuration error naming the key at fault.
@@ -154,12 +161,15 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyServiceDayTZ, "UTC")
 	v.SetDefault(KeySparksPerMana, "1")
 	v.SetDefault(KeyShutdownTimeout, "25s")
+	v.SetDefault(KeyJobTimeout, "1m")
+	v.SetDefault(KeyRescueAfter, "5m")
 }
 
 var envKeys = []string{
 	KeyDatabaseURL, KeyHTTPAddr, KeyEnforcerSchedule, KeyServiceDayTZ,
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
+	KeyJobTimeout, KeyRescueAfter,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -209,6 +219,15 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	}
 	if c.ShutdownTimeout, err = time.ParseDuration(v.GetString(KeyShutdownTimeout)); err != nil || c.ShutdownTimeout <= 0 {
 		return nil, &Error{Key: KeyShutdownTimeout, Err: fmt.Errorf("want a positive duration such as 25s, got %q", v.GetString(KeyShutdownTimeout))}
+	}
+	if c.JobTimeout, err = positiveDuration(v, KeyJobTimeout); err != nil {
+		return nil, err
+	}
+	if c.RescueAfter, err = positiveDuration(v, KeyRescueAfter); err != nil {
+		return nil, err
+	}
+	if c.RescueAfter < c.JobTimeout {
+		return nil, &Error{Key: KeyRescueAfter, Err: fmt.Errorf("must be at least job_timeout (%v)", c.JobTimeout)}
 	}
 	switch c.LogFormat {
 	case "", "json", "text":
@@ -288,6 +307,14 @@ func parsePositive(s string) (int64, error) {
 		return 0, fmt.Errorf("want a positive integer, got %q", s)
 	}
 	return n, nil
+}
+
+func positiveDuration(v *viper.Viper, key string) (time.Duration, error) {
+	d, err := time.ParseDuration(v.GetString(key))
+	if err != nil || d <= 0 {
+		return 0, &Error{Key: key, Err: fmt.Errorf("want a positive duration such as 30s, got %q", v.GetString(key))}
+	}
+	return d, nil
 }
 
 func splitList(s string) []string {

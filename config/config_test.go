@@ -35,6 +35,8 @@ func TestLoadValidation(t *testing.T) {
 		{name: "fractional rate", env: map[string]string{"BILLING_SPARKS_PER_MANA": "1.5"}, wantKey: config.KeySparksPerMana},
 		{name: "half riverui creds", env: map[string]string{"BILLING_RIVERUI_USER": "ops"}, wantKey: config.KeyRiverUIPassword},
 		{name: "bad shutdown", env: map[string]string{"BILLING_SHUTDOWN_TIMEOUT": "soon"}, wantKey: config.KeyShutdownTimeout},
+		{name: "bad job timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "-1s"}, wantKey: config.KeyJobTimeout},
+		{name: "rescue before timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "1m", "BILLING_RESCUE_STUCK_JOBS_AFTER": "10s"}, wantKey: config.KeyRescueAfter},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

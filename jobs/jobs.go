@@ -51,10 +51,11 @@ type Options struct {
 	Queues map[string]river.QueueConfig
 	// ID names the client in River's leader election and logs.
 	ID string
-	// SoftStopTimeout is how long Stop waits for running jobs before cancelling them.
-	SoftStopTimeout time.Duration
 	// FetchPollInterval overrides River's (tests shorten it).
 	FetchPollInterval time.Duration
+	// JobTimeout and RescueStuckJobsAfter override River's defaults (1m, 1h).
+	JobTimeout           time.Duration
+	RescueStuckJobsAfter time.Duration
 }
 
 // NewClient builds the River client over pool.
@@ -69,6 +70,10 @@ func NewClient(pool *pgxpool.Pool, opts Options) (*Client, error) {
 		ErrorHandler:      &errorHandler{logger: logger},
 		Middleware:        []rivertype.Middleware{metricsMiddleware()},
 		FetchPollInterval: opts.FetchPollInterval,
+		JobTimeout:        opts.JobTimeout,
+		// River rescues a job left `running` by a dead process after this;
+		// its default of an hour would leave a payment waiting that long.
+		RescueStuckJobsAfter: opts.RescueStuckJobsAfter,
 	}
 	if opts.Workers != nil {
 		cfg.Workers = opts.Workers

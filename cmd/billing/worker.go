@@ -41,7 +41,8 @@ func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logg
 	if err != nil {
 		return err
 	}
-	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic})
+	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic,
+		JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter})
 	if err != nil {
 		return err
 	}
