@@ -32,6 +32,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newWorkerCmd(),
 		newDevCmd(),
 		newBenchCmd(),
+		newLedgerCmd(),
 	)
 	return root
 }

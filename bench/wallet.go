@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/pflag"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+func init() {
+	Register(&Benchmark{
+		Name:  "wallet",
+		Short: "Wallet posts (funding-style debits of 1 Spark, each a fresh key) beside two pgbench baselines",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.Int("wallets", 10000, "distinct players' Sparks wallets to spread the posts over")
+			fs.Bool("hot", false, "every post hits one player's wallet")
+			fs.Bool("replay", false, "measure first posts, then replay their keys (every key already used)")
+		},
+		Run: runWallet,
+	})
+}
+
+// walletSeed is what every funded bench wallet starts with: posts of 1
+// never run it dry, so no post is refused.
+const walletSeed = 1_000_000_000_000_000
+
+func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error) {
+	wallets, _ := fs.GetInt("wallets")
+	hot, _ := fs.GetBool("hot")
+	replay, _ := fs.GetBool("replay")
+	if hot {
+		wallets = 1
+	}
+	if wallets < 1 {
+		return nil, fmt.Errorf("--wallets must be at least 1")
+	}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	store := wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana})
+
+	seedStart := time.Now()
+	players, err := seedWallets(ctx, env, store, wallets, run)
+	if err != nil {
+		return nil, err
+	}
+	seedTime := time.Since(seedStart)
+	env.Progressf("seeded %d funded wallets in %s", wallets, seedTime.Round(time.Millisecond))
+
+	vars := map[string]string{"minp": fmt.Sprint(players[0]), "maxp": fmt.Sprint(players[len(players)-1]), "run": run}
+	env.Progressf("baseline (a): literal multi-statement post, %d clients, %s", env.Clients, env.Duration)
+	literal, err := PgBench(ctx, "pgbench_literal", env.DatabaseURL, literalPostScript, env.Clients, env.Duration, vars)
+	if err != nil {
+		return nil, err
+	}
+	env.Progressf("baseline (b): one data-modifying CTE, %d clients, %s", env.Clients, env.Duration)
+	cte, err := PgBench(ctx, "pgbench_cte", env.DatabaseURL, ctePostScript, env.Clients, env.Duration, vars)
+	if err != nil {
+		return nil, err
+	}
+
+	keys := make([][]wallet.PostParams, env.Clients) // per client, for --replay
+	post := func(ctx context.Context, client int, seq int64, rng *rand.Rand) error {
+		p := wallet.PostParams{PlayerID: players[rng.IntN(len(players))], Currency: wallet.Sparks, Amount: 1,
+			Direction: wallet.Debit, Kind: wallet.KindFunding, Reference: "bench",
+			IdempotencyKey: fmt.Sprintf("bench:%s:%d:%d", run, client, seq)}
+		t, err := store.Post(ctx, p)
+		if err == nil && t.Replayed {
+			err = fmt.Errorf("fresh key %q replayed", p.IdempotencyKey)
+		}
+		if err == nil && replay {
+			keys[client] = append(keys[client], p)
+		}
+		return err
+	}
+	env.Progressf("wallet.Post: first posts, %d clients, %s", env.Clients, env.Duration)
+	first := Load(ctx, "wallet_first_posts", env.Clients, env.Duration, withRNG(env.Clients, post))
+	report := first
+	if replay {
+		env.Progressf("wallet.Post: replays of %d used keys, %d clients, %s", first.Ops, env.Clients, env.Duration)
+		report = Load(ctx, "wallet_replay", env.Clients, env.Duration, func(ctx context.Context, client int, seq int64) error {
+			ks := keys[client]
+			if len(ks) == 0 {
+				return fmt.Errorf("client %d has no key to replay", client)
+			}
+			t, err := store.Post(ctx, ks[seq%int64(len(ks))])
+			if err == nil && !t.Replayed {
+				err = fmt.Errorf("used key %q was not a replay", t.IdempotencyKey)
+			}
+			return err
+		})
+		report.AddBaseline("first_posts", first)
+	}
+	report.Name = "wallet"
+	report.AddBaseline("pgbench_literal", literal)
+	report.AddBaseline("pgbench_cte", cte)
+	report.Note("wallets", wallets)
+	report.Note("mode", map[bool]string{false: "fresh keys", true: "replay"}[replay])
+	report.Note("hot", hot)
+	report.Note("seed_seconds", round(seedTime.Seconds()))
+
+	auditStart := time.Now()
+	audit, err := wallet.Audit(ctx, env.Pool, wallet.AuditOptions{})
+	if err != nil {
+		return nil, err
+	}
+	report.Note("audit_clean", audit.Clean())
+	report.Note("audit", audit.Summary())
+	report.Note("audit_seconds", round(time.Since(auditStart).Seconds()))
+	return report, nil
+}
+
+// withRNG gives each client its own random source.
+func withRNG(clients int, op func(ctx context.Context, client int, seq int64, rng *rand.Rand) error) Op {
+	rngs := make([]*rand.Rand, clients)
+	for c := range rngs {
+		rngs[c] = rand.New(rand.NewPCG(uint64(c), 42))
+	}
+	return func(ctx context.Context, client int, seq int64) error { return op(ctx, client, seq, rngs[client]) }
+}
+
+// seedWallets creates n players with consecutive ids (pgbench picks them by
+// range) and funds each one's Sparks wallet through the Store.
+func seedWallets(ctx context.Context, env Env, store *wallet.Store, n int, run string) ([]int64, error) {
+	rows, err := env.Pool.Query(ctx, `INSERT INTO players (name) SELECT 'bench-' || $1::text || '-' || g FROM generate_series(1, $2::int) g RETURNING id`, run, n)
+	if err != nil {
+		return nil, fmt.Errorf("bench wallet: create players: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("bench wallet: create players: %w", err)
+	}
+	if ids[len(ids)-1]-ids[0] != int64(n-1) {
+		return nil, fmt.Errorf("bench wallet: player ids %d..%d are not consecutive (concurrent inserts?): use a scratch database", ids[0], ids[len(ids)-1])
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, env.Clients)
+	for c := range env.Clients {
+		wg.Go(func() {
+			for i := c; i < n; i += env.Clients {
+				_, err := store.Credit(ctx, wallet.PostParams{PlayerID: ids[i], Currency: wallet.Sparks, Amount: walletSeed,
+					Kind: wallet.KindAdjustment, Reference: "bench seed", IdempotencyKey: fmt.Sprintf("bench:%s:seed:%d", run, ids[i])})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("bench wallet: fund: %w", err)
+	}
+	return ids, nil
+}
+
+// literalPostScript is baseline (a): the post as the design spells it out,
+// one statement per step in one transaction, the new balance computed by
+// the client. -M prepared; pgbench's \gset carries values between steps.
+const literalPostScript = `\set p random(:minp, :maxp)
+\set k random(1, 9000000000000000000)
+BEGIN;
+SELECT id FROM wallet_transactions WHERE idempotency_key = 'pga:' || :run::text || ':' || :client_id::text || ':' || :k::text;
+SELECT id AS wid, balance AS bal, seq AS s FROM wallets WHERE player_id = :p::bigint AND currency = 'sparks' FOR UPDATE \gset
+\set nb :bal - 1
+\set ns :s + 1
+\if :nb >= 0
+UPDATE wallets SET balance = :nb::bigint, seq = :ns::bigint WHERE id = :wid::bigint;
+INSERT INTO wallet_transactions (wallet_id, player_id, currency, amount, kind, reference, idempotency_key, balance_after)
+VALUES (:wid::bigint, :p::bigint, 'sparks', -1, 'funding', 'bench', 'pga:' || :run::text || ':' || :client_id::text || ':' || :k::text, :nb::bigint)
+RETURNING id AS tid \gset
+INSERT INTO ledger_entries (transaction_id, account, wallet_id, currency, amount, balance_after, seq)
+VALUES (:tid::bigint, 'wallet', :wid::bigint, 'sparks', -1, :nb::bigint, :ns::bigint),
+       (:tid::bigint, 'funding_revenue', NULL, 'sparks', 1, NULL, NULL);
+\endif
+COMMIT;
+`
+
+// ctePostScript is baseline (b): the same effect as one statement, the
+// shape wallet.Post uses, without its pre-check round trip.
+const ctePostScript = `\set p random(:minp, :maxp)
+\set k random(1, 9000000000000000000)
+WITH w AS (
+    UPDATE wallets SET balance = balance - 1, seq = seq + 1
+    WHERE player_id = :p::bigint AND currency = 'sparks' AND balance - 1 >= 0
+    RETURNING id, balance, seq),
+t AS (
+    INSERT INTO wallet_transactions (wallet_id, player_id, currency, amount, kind, reference, idempotency_key, balance_after)
+    SELECT id, :p::bigint, 'sparks', -1, 'funding', 'bench', 'pgb:' || :run::text || ':' || :client_id::text || ':' || :k::text, balance FROM w
+    RETURNING id, wallet_id, balance_after),
+e AS (
+    INSERT INTO ledger_entries (transaction_id, account, wallet_id, currency, amount, balance_after, seq)
+    SELECT t.id, 'wallet', t.wallet_id, 'sparks', -1, t.balance_after, w.seq FROM t, w
+    UNION ALL
+    SELECT t.id, 'funding_revenue', NULL, 'sparks', 1, NULL, NULL FROM t)
+SELECT id FROM t;
+`

@@ -1,0 +1,154 @@
+package wallet_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// seedLedger writes a small clean history for two players and returns the
+// first player's Sparks wallet id.
+func seedLedger(t *testing.T, pool *pgxpool.Pool) (walletID int64) {
+	t.Helper()
+	ctx := context.Background()
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 2})
+	p1, p2 := newPlayer(t, pool), newPlayer(t, pool)
+	fund(t, s, p1, wallet.Mana, 100)
+	fund(t, s, p2, wallet.Sparks, 50)
+	_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p1, Mana: 30, IdempotencyKey: "c"})
+	require.NoError(t, err)
+	for i, amount := range []int64{5, 7, 9} {
+		_, err := s.Debit(ctx, wallet.PostParams{PlayerID: p1, Currency: wallet.Sparks, Amount: amount,
+			Kind: wallet.KindFunding, IdempotencyKey: "f" + string(rune('0'+i))})
+		require.NoError(t, err)
+	}
+	report, err := wallet.Audit(ctx, pool, wallet.AuditOptions{})
+	require.NoError(t, err)
+	require.True(t, report.Clean(), report.String())
+	require.Equal(t, int64(3), report.Wallets)
+	require.Equal(t, int64(7), report.Transactions)
+	require.Equal(t, int64(14), report.Entries)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM wallets WHERE player_id = $1 AND currency = 'sparks'`, p1).Scan(&walletID))
+	return walletID
+}
+
+// corrupt runs sql on a seeded ledger and returns the audit's report.
+func corrupt(t *testing.T, sql string) (*wallet.AuditReport, int64) {
+	t.Helper()
+	ctx := context.Background()
+	pool := testdbPool(t)
+	walletID := seedLedger(t, pool)
+	// No arguments: the simple protocol, so sql may hold several statements.
+	_, err := pool.Exec(ctx, strings.ReplaceAll(sql, "$1", strconv.FormatInt(walletID, 10)))
+	require.NoError(t, err)
+	var seen []wallet.Violation
+	report, err := wallet.Audit(ctx, pool, wallet.AuditOptions{ChunkSize: 2, OnViolation: func(v wallet.Violation) { seen = append(seen, v) }})
+	require.NoError(t, err)
+	require.False(t, report.Clean())
+	require.Equal(t, report.Violations, seen)
+	require.EqualValues(t, len(seen), report.Total)
+	t.Log(report.String())
+	return report, walletID
+}
+
+// testdbPool is a pool without the clean-audit cleanup: these tests break
+// the ledger on purpose.
+func testdbPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, conns.Acquire(ctx, 3))
+	t.Cleanup(func() { conns.Release(3) })
+	pool, err := pgxpool.New(ctx, testdbURL(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func checks(r *wallet.AuditReport) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range r.Violations {
+		out[v.Check] = true
+	}
+	return out
+}
+
+func TestAuditFindsBalanceChangedWithoutEntry(t *testing.T) {
+	t.Parallel()
+	report, walletID := corrupt(t, `UPDATE wallets SET balance = balance + 5 WHERE id = $1`)
+	require.Equal(t, map[string]bool{"balance_vs_entries": true, "balance_vs_latest_entry": true}, checks(report))
+	for _, v := range report.Violations {
+		require.Equal(t, walletID, v.WalletID)
+		require.Equal(t, 1, v.Invariant)
+	}
+}
+
+func TestAuditFindsDeletedEntry(t *testing.T) {
+	t.Parallel()
+	// The second entry of the Sparks wallet (the first funding debit).
+	report, walletID := corrupt(t, `DELETE FROM ledger_entries WHERE wallet_id = $1 AND seq = 2`)
+	got := checks(report)
+	require.True(t, got["balance_vs_entries"], report.String())
+	require.True(t, got["seq"], report.String())
+	require.True(t, got["entry_history"], report.String())
+	require.True(t, got["unbalanced_transaction"], report.String())
+	require.True(t, got["currency_total"], report.String())
+	for _, v := range report.Violations {
+		if v.Check == "unbalanced_transaction" {
+			require.Equal(t, walletID, v.WalletID)
+			require.NotZero(t, v.TransactionID)
+		}
+	}
+}
+
+func TestAuditFindsUnbalancedTransaction(t *testing.T) {
+	t.Parallel()
+	report, _ := corrupt(t, `UPDATE ledger_entries SET amount = amount + 1
+WHERE account <> 'wallet' AND transaction_id = (SELECT max(transaction_id) FROM ledger_entries WHERE wallet_id = $1)`)
+	require.Equal(t, map[string]bool{"unbalanced_transaction": true, "currency_total": true}, checks(report))
+	for _, v := range report.Violations {
+		require.Equal(t, 2, v.Invariant)
+	}
+}
+
+func TestAuditFindsDuplicateKeyAndHalfConversion(t *testing.T) {
+	t.Parallel()
+	report, _ := corrupt(t, `
+ALTER TABLE wallet_transactions DROP CONSTRAINT wallet_transactions_idempotency_key_key;
+-- Erase the Sparks wallet's whole (consistent) history, conversion leg included.
+DELETE FROM ledger_entries WHERE transaction_id IN (SELECT id FROM wallet_transactions WHERE wallet_id = $1);
+DELETE FROM wallet_transactions WHERE wallet_id = $1;
+UPDATE wallets SET balance = 0, seq = 0 WHERE id = $1;
+INSERT INTO wallet_transactions (wallet_id, player_id, currency, amount, kind, idempotency_key, balance_after)
+SELECT wallet_id, player_id, currency, amount, kind, idempotency_key, balance_after FROM wallet_transactions WHERE idempotency_key = 'c:mana_debit'`)
+	got := checks(report)
+	require.True(t, got["duplicate_key"], report.String())
+	require.True(t, got["conversion_legs"], report.String())
+	for _, v := range report.Violations {
+		if v.Check == "duplicate_key" || v.Check == "conversion_legs" {
+			require.Equal(t, 3, v.Invariant)
+			require.NotZero(t, v.TransactionID)
+		}
+	}
+}
+
+func TestAuditOfOnePlayer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 2)
+	s := wallet.New(pool, wallet.Options{})
+	p1, p2 := newPlayer(t, pool), newPlayer(t, pool)
+	fund(t, s, p1, wallet.Sparks, 10)
+	fund(t, s, p2, wallet.Sparks, 20)
+	report, err := wallet.Audit(ctx, pool, wallet.AuditOptions{PlayerID: p2})
+	require.NoError(t, err)
+	require.True(t, report.Clean(), report.String())
+	require.Equal(t, int64(1), report.Wallets)
+	require.Equal(t, int64(1), report.Transactions)
+	require.Equal(t, int64(2), report.Entries)
+}

@@ -1,0 +1,163 @@
+package wallet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Suffixes of the two child keys a conversion derives from its parent key.
+const (
+	ManaDebitSuffix    = ":mana_debit"
+	SparksCreditSuffix = ":sparks_credit"
+)
+
+// Convert moves Mana to Sparks, both legs in one transaction. There is no
+// reverse: Sparks never turn back into Mana.
+func (s *Store) Convert(ctx context.Context, p ConvertParams) (*Conversion, error) {
+	start := time.Now()
+	c, err := s.convert(ctx, nil, p)
+	observe(KindConversion, start, c != nil && c.Replayed, err)
+	return c, err
+}
+
+// ConvertTx is Convert inside the caller's transaction (under a savepoint).
+func (s *Store) ConvertTx(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Conversion, error) {
+	start := time.Now()
+	c, err := s.convert(ctx, tx, p)
+	observe(KindConversion, start, c != nil && c.Replayed, err)
+	return c, err
+}
+
+// legs validates p and derives the two legs.
+func (s *Store) legs(p ConvertParams) (debit, credit leg, err error) {
+	if !validKey(p.IdempotencyKey) || len(p.IdempotencyKey)+len(SparksCreditSuffix) > MaxKeyLength {
+		return leg{}, leg{}, ErrInvalidKey
+	}
+	if p.Mana <= 0 {
+		return leg{}, leg{}, ErrInvalidAmount
+	}
+	if p.Mana > math.MaxInt64/s.sparksPerMana {
+		return leg{}, leg{}, fmt.Errorf("%w: %d Mana at %d Sparks each", ErrOverflow, p.Mana, s.sparksPerMana)
+	}
+	base := PostParams{PlayerID: p.PlayerID, Kind: KindConversion, Reference: "conversion:" + p.IdempotencyKey}
+	d, c := base, base
+	d.Currency, d.Direction, d.Amount, d.IdempotencyKey = Mana, Debit, p.Mana, p.IdempotencyKey+ManaDebitSuffix
+	c.Currency, c.Direction, c.Amount, c.IdempotencyKey = Sparks, Credit, p.Mana*s.sparksPerMana, p.IdempotencyKey+SparksCreditSuffix
+	if debit, err = newLeg(d); err != nil {
+		return leg{}, leg{}, err
+	}
+	credit, err = newLeg(c)
+	return debit, credit, err
+}
+
+func (s *Store) convert(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Conversion, error) {
+	debit, credit, err := s.legs(p)
+	if err != nil {
+		return nil, err
+	}
+	var q querier = s.pool
+	if tx != nil {
+		q = tx
+	}
+	if c, err := lookupPair(ctx, q, debit, credit); err != nil || c != nil {
+		return c, err
+	}
+	var inner pgx.Tx
+	if tx == nil {
+		inner, err = s.pool.Begin(ctx)
+	} else {
+		inner, err = tx.Begin(ctx) // a savepoint
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wallet: convert: begin: %w", err)
+	}
+	defer func() { _ = inner.Rollback(context.WithoutCancel(ctx)) }()
+
+	// Mana first, then Sparks: the fixed lock order.
+	conv := &Conversion{}
+	if conv.ManaDebit, err = apply(ctx, inner, debit); err == nil {
+		conv.SparksCredit, err = apply(ctx, inner, credit)
+	}
+	if err == nil {
+		if err = inner.Commit(ctx); err == nil {
+			return conv, nil
+		}
+		err = classify(err)
+	}
+	_ = inner.Rollback(ctx)
+	return s.rescueConversion(ctx, tx, debit, credit, err)
+}
+
+// rescueConversion answers a conversion that did not apply: a concurrent
+// conversion with the same parent key may have committed first.
+func (s *Store) rescueConversion(ctx context.Context, tx pgx.Tx, debit, credit leg, err error) (*Conversion, error) {
+	if !errors.Is(err, errKeyTaken) && !errors.Is(err, errRefused) && !errors.Is(err, ErrOverflow) {
+		return nil, err
+	}
+	var q querier = s.pool
+	if tx != nil {
+		q = tx
+	}
+	c, lerr := lookupPair(ctx, q, debit, credit)
+	if lerr == nil && c == nil && tx != nil && errors.Is(err, errKeyTaken) { // see Store.winner
+		c, lerr = lookupPair(ctx, s.pool, debit, credit)
+	}
+	switch {
+	case lerr != nil:
+		return nil, lerr
+	case c != nil:
+		return c, nil
+	case errors.Is(err, errRefused):
+		return nil, ErrInsufficientBalance
+	case errors.Is(err, errKeyTaken):
+		return nil, fmt.Errorf("wallet: conversion key %q taken but its legs are not visible", debit.key)
+	}
+	return nil, err
+}
+
+// lookupPair returns the stored pair for a conversion's legs as a replay,
+// nil when neither exists, and refuses a parent key reused differently.
+func lookupPair(ctx context.Context, q querier, debit, credit leg) (*Conversion, error) {
+	rows, err := q.Query(ctx, `SELECT `+txColumns+` FROM wallet_transactions WHERE idempotency_key IN ($1, $2)`,
+		debit.key, credit.key)
+	if err != nil {
+		return nil, fmt.Errorf("wallet: look up conversion: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Transaction, error) { return scanTx(r) })
+	if err != nil {
+		return nil, fmt.Errorf("wallet: look up conversion: %w", err)
+	}
+	c := &Conversion{Replayed: true}
+	for _, t := range found {
+		t.Replayed = true
+		if t.IdempotencyKey == debit.key {
+			c.ManaDebit = t
+		} else {
+			c.SparksCredit = t
+		}
+	}
+	parent := debit.key[:len(debit.key)-len(ManaDebitSuffix)]
+	switch {
+	case c.ManaDebit == nil && c.SparksCredit == nil:
+		return nil, nil
+	case c.ManaDebit == nil || c.SparksCredit == nil:
+		// Both legs commit together; a lone leg means the key was used by a
+		// plain post, which is a reuse of the parent's namespace.
+		return nil, &KeyReusedError{Key: parent, Field: "kind"}
+	}
+	if f := debit.mismatch(c.ManaDebit, true); f != "" {
+		return nil, &KeyReusedError{Key: parent, Field: f}
+	}
+	// The Sparks amount is derived from the rate, which an operator may
+	// change between attempts: the stored leg is the truth, so its amount
+	// is not compared.
+	if f := credit.mismatch(c.SparksCredit, false); f != "" {
+		return nil, &KeyReusedError{Key: parent, Field: f}
+	}
+	return c, nil
+}

@@ -1,0 +1,198 @@
+package wallet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+func TestConvert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 2)
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 3})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 100)
+
+	c, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 40, IdempotencyKey: "conv:1"})
+	require.NoError(t, err)
+	require.False(t, c.Replayed)
+	require.Equal(t, int64(-40), c.ManaDebit.Amount)
+	require.Equal(t, int64(60), c.ManaDebit.BalanceAfter)
+	require.Equal(t, "conv:1"+wallet.ManaDebitSuffix, c.ManaDebit.IdempotencyKey)
+	require.Equal(t, int64(120), c.SparksCredit.Amount)
+	require.Equal(t, int64(120), c.SparksCredit.BalanceAfter)
+	require.Equal(t, "conv:1"+wallet.SparksCreditSuffix, c.SparksCredit.IdempotencyKey)
+
+	again, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 40, IdempotencyKey: "conv:1"})
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, c.ManaDebit.ID, again.ManaDebit.ID)
+	require.Equal(t, c.SparksCredit.ID, again.SparksCredit.ID)
+
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 41, IdempotencyKey: "conv:1"})
+	var kr *wallet.KeyReusedError
+	require.True(t, errors.As(err, &kr), "got %v", err)
+	require.Equal(t, "amount", kr.Field)
+
+	// A plain post that took a leg's key is a reuse of the parent key.
+	_, err = s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment,
+		IdempotencyKey: "conv:2" + wallet.SparksCreditSuffix})
+	require.NoError(t, err)
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: "conv:2"})
+	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+
+	// Inside a caller's transaction.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	inTx, err := s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: "conv:3"})
+	require.NoError(t, err)
+	_, err = s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 1000, IdempotencyKey: "conv:4"})
+	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
+	require.NoError(t, tx.Commit(ctx))
+	require.False(t, inTx.Replayed)
+
+	require.Equal(t, int64(50), balance(t, pool, p, wallet.Mana))
+	require.Equal(t, int64(151), balance(t, pool, p, wallet.Sparks))
+
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 0, IdempotencyKey: "conv:5"})
+	require.ErrorIs(t, err, wallet.ErrInvalidAmount)
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: math.MaxInt64/3 + 1, IdempotencyKey: "conv:6"})
+	require.ErrorIs(t, err, wallet.ErrOverflow)
+}
+
+func TestConvertLargerThanBalanceChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 2)
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 2})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 10)
+	fund(t, s, p, wallet.Sparks, 5)
+	before := count(t, pool, `SELECT count(*) FROM ledger_entries`)
+	_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 11, IdempotencyKey: "big"})
+	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
+	require.Equal(t, int64(10), balance(t, pool, p, wallet.Mana))
+	require.Equal(t, int64(5), balance(t, pool, p, wallet.Sparks))
+	require.Equal(t, before, count(t, pool, `SELECT count(*) FROM ledger_entries`))
+	require.Equal(t, int64(1), count(t, pool, `SELECT seq FROM wallets WHERE player_id = $1 AND currency = 'mana'`, p))
+
+	// A failing Sparks leg rolls the Mana leg back: overflow the Sparks wallet.
+	fund(t, s, p, wallet.Sparks, math.MaxInt64-5)
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: "overflow"})
+	require.ErrorIs(t, err, wallet.ErrOverflow)
+	require.Equal(t, int64(10), balance(t, pool, p, wallet.Mana))
+	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'conversion'`))
+	_, err = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: math.MaxInt64, Kind: wallet.KindAdjustment, IdempotencyKey: "drain"})
+	require.NoError(t, err)
+}
+
+func TestConvertSameKeyRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 20
+	pool := newPool(t, n)
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 5})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 30) // room for exactly one conversion of 20
+	results, errs := make([]*wallet.Conversion, n), make([]error, n)
+	race(n, func(i int) {
+		results[i], errs[i] = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 20, IdempotencyKey: "conv:race"})
+	})
+	replays := 0
+	for i, err := range errs {
+		require.NoError(t, err, "caller %d", i)
+		require.Equal(t, results[0].ManaDebit.ID, results[i].ManaDebit.ID)
+		require.Equal(t, results[0].SparksCredit.ID, results[i].SparksCredit.ID)
+		if results[i].Replayed {
+			replays++
+		}
+	}
+	require.Equal(t, n-1, replays)
+	require.Equal(t, int64(2), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'conversion'`))
+	require.Equal(t, int64(10), balance(t, pool, p, wallet.Mana))
+	require.Equal(t, int64(100), balance(t, pool, p, wallet.Sparks))
+}
+
+// Conversions (lock Mana then Sparks), funding debits (Sparks only, also in
+// callers' transactions) and purchases (Mana only) racing on one player:
+// every operation ends with success or a refusal, never a deadlock.
+func TestMixedOperationsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	const workers, perWorker = 8, 250
+	pool := newPool(t, workers)
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 2})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 500)
+	fund(t, s, p, wallet.Sparks, 500)
+
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range perWorker {
+				key := fmt.Sprintf("mixed:%d:%d", w, i)
+				var err error
+				switch rng.IntN(4) {
+				case 0:
+					_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1 + rng.Int64N(5), IdempotencyKey: key})
+				case 1:
+					_, err = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1 + rng.Int64N(8),
+						Kind: wallet.KindFunding, IdempotencyKey: key})
+				case 2:
+					err = debitInTx(ctx, s, pool, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1 + rng.Int64N(8),
+						Kind: wallet.KindFunding, IdempotencyKey: key})
+				case 3:
+					_, err = s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1 + rng.Int64N(6),
+						Kind: wallet.KindPurchase, IdempotencyKey: key})
+				}
+				outcome := "ok"
+				if errors.Is(err, wallet.ErrInsufficientBalance) {
+					outcome = "insufficient"
+				} else if err != nil {
+					outcome = err.Error()
+				}
+				mu.Lock()
+				outcomes[outcome]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, ctx.Err(), "operations hung")
+	total := 0
+	for o, n := range outcomes {
+		require.Contains(t, []string{"ok", "insufficient"}, o, "%d operations failed", n)
+		total += n
+	}
+	require.Equal(t, workers*perWorker, total)
+	require.Positive(t, outcomes["ok"])
+}
+
+// debitInTx is how the enforcer funds a day: the debit and its own rows in
+// one transaction.
+func debitInTx(ctx context.Context, s *wallet.Store, pool *pgxpool.Pool, p wallet.PostParams) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := s.DebitTx(ctx, tx, p); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
