@@ -35,6 +35,7 @@ const (
 	KeyShutdownTimeout  = "shutdown_timeout"
 	KeyLogFormat        = "log_format"
 	KeyJobTimeout       = "job_timeout"
+	KeyMetricsAddr      = "metrics_addr"
 	KeyRescueAfter      = "rescue_stuck_jobs_after"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
@@ -57,6 +58,7 @@ type Plan struct {
 type Config struct {
 	DatabaseURL      string
 	HTTPAddr         string
+	MetricsAddr      string // where `billing worker` serves /metrics and /healthz; empty: nowhere
 	EnforcerSpec     string
 	EnforcerSchedule cron.Schedule
 	ServiceDayTZ     *time.Location
@@ -169,7 +171,7 @@ var envKeys = []string{
 	KeyDatabaseURL, KeyHTTPAddr, KeyEnforcerSchedule, KeyServiceDayTZ,
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
-	KeyJobTimeout, KeyRescueAfter,
+	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -192,6 +194,7 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	c := &Config{
 		DatabaseURL:     strings.TrimSpace(v.GetString(KeyDatabaseURL)),
 		HTTPAddr:        strings.TrimSpace(v.GetString(KeyHTTPAddr)),
+		MetricsAddr:     strings.TrimSpace(v.GetString(KeyMetricsAddr)),
 		EnforcerSpec:    strings.TrimSpace(v.GetString(KeyEnforcerSchedule)),
 		StripeSecrets:   splitList(v.GetString(KeyStripeSecret)),
 		PaddleSecrets:   splitList(v.GetString(KeyPaddleSecret)),
@@ -205,6 +208,11 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return nil, &Error{Key: KeyHTTPAddr, Err: fmt.Errorf("cannot parse %q: %w", c.HTTPAddr, err)}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return nil, &Error{Key: KeyMetricsAddr, Err: fmt.Errorf("cannot parse %q: %w", c.MetricsAddr, err)}
+		}
 	}
 	sched, err := ParseSchedule(c.EnforcerSpec)
 	if err != nil {

@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-
-	"log/slog"
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/jobs"
@@ -29,6 +35,13 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			if cfg.MetricsAddr != "" {
+				stop, err := serveWorkerMetrics(cfg.MetricsAddr, pool, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runWorker(cmd.Context(), cfg, pool, logger)
 		},
 	}
@@ -57,4 +70,37 @@ func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logg
 	}
 	logger.Info("worker stopped")
 	return nil
+}
+
+// serveWorkerMetrics exposes the worker's own counters (fundings,
+// fulfilments, wallet posts, jobs worked) on addr: they live in this process,
+// so the web process's /metrics cannot show them.
+func serveWorkerMetrics(addr string, pool *pgxpool.Pool, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics_addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(ctx); err != nil {
+			http.Error(w, "database unreachable\n", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server", "error", err)
+		}
+	}()
+	logger.Info("worker metrics listening", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
