@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
 )
 
 // Deps are what the domain workers need.
@@ -28,6 +29,15 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &NoopWorker{})
+	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
+		Pool: deps.Pool, SparksPerMana: sparksPerMana(deps.Config), Logger: deps.Logger, Now: deps.Now}))
 	var periodic []*river.PeriodicJob
 	return workers, periodic, nil
+}
+
+func sparksPerMana(cfg *config.Config) int64 {
+	if cfg == nil {
+		return 0 // the wallet's default
+	}
+	return cfg.SparksPerMana
 }

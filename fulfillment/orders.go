@@ -1,0 +1,179 @@
+// Package fulfillment sells Mana: the SKU catalogue, orders with their
+// pricing snapshot, and the fulfil_order job that mints an order's Mana
+// through the wallet exactly once.
+//
+// An order copies the SKU's price (amount, currency) and the Mana it grants
+// at checkout, so a later catalogue change never alters what an existing
+// order must be paid or what it grants. A payment provider's completed
+// payment (claimed by package webhook) enqueues a FulfillOrderArgs job; the
+// worker locks the order row, checks the paid amount and currency against
+// the snapshot, credits the wallet under the key order:<id>:fulfilment and
+// completes the job, all in one transaction.
+package fulfillment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fibe-dev/billing/config"
+)
+
+// Payment providers an order may be paid through.
+const (
+	ProviderStripe = "stripe"
+	ProviderPaddle = "paddle"
+	ProviderCreem  = "creem"
+)
+
+// Providers lists every supported payment provider.
+func Providers() []string { return []string{ProviderStripe, ProviderPaddle, ProviderCreem} }
+
+// ValidProvider reports whether p names a supported provider.
+func ValidProvider(p string) bool {
+	switch p {
+	case ProviderStripe, ProviderPaddle, ProviderCreem:
+		return true
+	}
+	return false
+}
+
+// Order statuses.
+const (
+	StatusPending   = "pending"
+	StatusFulfilled = "fulfilled"
+	StatusRejected  = "rejected"
+)
+
+// Errors. Compare with errors.Is.
+var (
+	ErrUnknownSKU      = errors.New("fulfillment: unknown sku")
+	ErrUnknownProvider = errors.New("fulfillment: unknown payment provider")
+	// ErrNotFound is returned for a missing order and for another player's.
+	ErrNotFound = errors.New("fulfillment: order not found")
+)
+
+// DB is what the order functions need: satisfied by *pgxpool.Pool, *pgx.Conn
+// and pgx.Tx, so callers choose whether the work joins a transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Order is a checkout with its pricing snapshot.
+type Order struct {
+	ID                  int64      `json:"id,string"`
+	PlayerID            int64      `json:"player_id,string"`
+	SKU                 string     `json:"sku"`
+	Provider            string     `json:"provider"`
+	Amount              int64      `json:"amount"`   // minor units of Currency
+	Currency            string     `json:"currency"` // lower case ISO 4217
+	Mana                int64      `json:"mana"`
+	Status              string     `json:"status"`
+	Reason              string     `json:"reason,omitempty"`
+	WalletTransactionID int64      `json:"wallet_transaction_id,string,omitempty"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
+	FulfilledAt         *time.Time `json:"fulfilled_at,omitempty"`
+}
+
+// CheckoutParams describe a new order.
+type CheckoutParams struct {
+	PlayerID int64
+	SKU      string
+	Provider string
+}
+
+const orderColumns = `id, player_id, sku, provider, amount, currency, mana, status,
+	coalesce(reason, ''), coalesce(wallet_transaction_id, 0), created_at, updated_at, fulfilled_at`
+
+// CreateCheckout creates a pending order for p.SKU, snapshotting its price
+// and Mana from skus.
+func CreateCheckout(ctx context.Context, db DB, skus map[string]config.SKU, p CheckoutParams) (*Order, error) {
+	sku, ok := skus[p.SKU]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownSKU, p.SKU)
+	}
+	if !ValidProvider(p.Provider) {
+		return nil, fmt.Errorf("%w %q", ErrUnknownProvider, p.Provider)
+	}
+	row := db.QueryRow(ctx, `INSERT INTO orders (player_id, sku, provider, amount, currency, mana)
+		VALUES ($1, $2, $3, $4, lower($5), $6) RETURNING `+orderColumns,
+		p.PlayerID, p.SKU, p.Provider, sku.Amount, sku.Currency, sku.Mana)
+	o, err := scanOrder(row)
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: create order: %w", err)
+	}
+	return o, nil
+}
+
+// GetOrder returns the player's order; ErrNotFound when it does not exist
+// or belongs to another player (the two are indistinguishable on purpose).
+func GetOrder(ctx context.Context, db DB, playerID, orderID int64) (*Order, error) {
+	o, err := scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1 AND player_id = $2`,
+		orderID, playerID))
+	if err != nil {
+		return nil, notFound(err, orderID)
+	}
+	return o, nil
+}
+
+// OrderByID returns any order by id, for operators and tools (billing dev
+// send-webhook); player-facing code uses GetOrder.
+func OrderByID(ctx context.Context, db DB, orderID int64) (*Order, error) {
+	o, err := scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, orderID))
+	if err != nil {
+		return nil, notFound(err, orderID)
+	}
+	return o, nil
+}
+
+// lockOrder reads the order and holds its row lock until tx ends, so two
+// fulfilments of one order serialize here.
+func lockOrder(ctx context.Context, tx pgx.Tx, orderID int64) (*Order, error) {
+	o, err := scanOrder(tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1 FOR UPDATE`, orderID))
+	if err != nil {
+		return nil, notFound(err, orderID)
+	}
+	return o, nil
+}
+
+func markFulfilled(ctx context.Context, tx pgx.Tx, orderID, walletTxID int64, now time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE orders SET status = 'fulfilled', wallet_transaction_id = $2,
+		fulfilled_at = $3, updated_at = $3 WHERE id = $1`, orderID, walletTxID, now)
+	if err != nil {
+		return fmt.Errorf("fulfillment: mark order %d fulfilled: %w", orderID, err)
+	}
+	return nil
+}
+
+func markRejected(ctx context.Context, tx pgx.Tx, orderID int64, reason string, now time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE orders SET status = 'rejected', reason = $2, updated_at = $3 WHERE id = $1`,
+		orderID, reason, now)
+	if err != nil {
+		return fmt.Errorf("fulfillment: mark order %d rejected: %w", orderID, err)
+	}
+	return nil
+}
+
+func scanOrder(row pgx.Row) (*Order, error) {
+	var o Order
+	err := row.Scan(&o.ID, &o.PlayerID, &o.SKU, &o.Provider, &o.Amount, &o.Currency, &o.Mana, &o.Status,
+		&o.Reason, &o.WalletTransactionID, &o.CreatedAt, &o.UpdatedAt, &o.FulfilledAt)
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+func notFound(err error, orderID int64) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %d", ErrNotFound, orderID)
+	}
+	return fmt.Errorf("fulfillment: read order %d: %w", orderID, err)
+}

@@ -1,0 +1,192 @@
+package fulfillment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// QueueFulfillment is the River queue fulfil jobs run on (jobs.QueueFulfillment;
+// repeated here because jobs imports this package).
+const QueueFulfillment = "fulfillment"
+
+// FulfillOrderArgs is the job a claimed completed-payment event enqueues.
+type FulfillOrderArgs struct {
+	OrderID      int64  `json:"order_id"`
+	EventID      string `json:"event_id"`
+	Provider     string `json:"provider"`
+	PaidAmount   int64  `json:"paid_amount"`
+	PaidCurrency string `json:"paid_currency"`
+}
+
+// Kind implements river.JobArgs; stable, it is stored in river_job.
+func (FulfillOrderArgs) Kind() string { return "fulfill_order" }
+
+// InsertOpts puts the job on the fulfilment queue.
+func (FulfillOrderArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueFulfillment}
+}
+
+// Fulfilment outcomes, the label values of billing_fulfilments_total.
+const (
+	OutcomeFulfilled        = "fulfilled"
+	OutcomeAlreadyFulfilled = "already_fulfilled"
+	OutcomeRejected         = "rejected"
+	OutcomeAlreadyRejected  = "already_rejected"
+	OutcomeUnknownOrder     = "unknown_order"
+	OutcomeError            = "error"
+)
+
+var fulfilments = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "billing_fulfilments_total",
+	Help: "fulfill_order jobs worked, by outcome (fulfilled, already_fulfilled, rejected, already_rejected, unknown_order, error).",
+}, []string{"outcome"})
+
+// ErrPaymentMismatch wraps the cancel error of a payment whose amount or
+// currency differs from the order's snapshot.
+var ErrPaymentMismatch = errors.New("fulfillment: paid amount or currency does not match the order")
+
+// WorkerOptions configure NewWorker.
+type WorkerOptions struct {
+	Pool          *pgxpool.Pool
+	SparksPerMana int64
+	Logger        *slog.Logger
+	Now           func() time.Time
+}
+
+// Worker works FulfillOrderArgs.
+type Worker struct {
+	river.WorkerDefaults[FulfillOrderArgs]
+	pool   *pgxpool.Pool
+	wallet *wallet.Store
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// NewWorker returns the fulfil_order worker.
+func NewWorker(opts WorkerOptions) *Worker {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Worker{
+		pool:   opts.Pool,
+		wallet: wallet.New(opts.Pool, wallet.Options{SparksPerMana: opts.SparksPerMana}),
+		logger: opts.Logger,
+		now:    opts.Now,
+	}
+}
+
+// FulfilmentKey is the wallet idempotency key of an order's Mana credit:
+// whatever happens around it, one order mints at most once.
+func FulfilmentKey(orderID int64) string {
+	return "order:" + strconv.FormatInt(orderID, 10) + ":fulfilment"
+}
+
+// Work fulfils one order in one transaction: lock, check, credit, mark,
+// complete the job, commit.
+func (w *Worker) Work(ctx context.Context, job *river.Job[FulfillOrderArgs]) error {
+	outcome, err := w.work(ctx, job)
+	fulfilments.WithLabelValues(outcome).Inc()
+	return err
+}
+
+func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (string, error) {
+	a := job.Args
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return OutcomeError, fmt.Errorf("fulfillment: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	o, err := lockOrder(ctx, tx, a.OrderID)
+	if errors.Is(err, ErrNotFound) {
+		return OutcomeUnknownOrder, river.JobCancel(fmt.Errorf("fulfillment: %s event %q names order %d, which does not exist: %w",
+			a.Provider, a.EventID, a.OrderID, err))
+	}
+	if err != nil {
+		return OutcomeError, err
+	}
+	switch o.Status {
+	case StatusFulfilled:
+		// A redelivery under another event id, or a retry after a commit
+		// whose acknowledgement was lost: the Mana is already there.
+		return OutcomeAlreadyFulfilled, nil
+	case StatusRejected:
+		return OutcomeAlreadyRejected, river.JobCancel(fmt.Errorf("fulfillment: order %d was rejected earlier (%s); %s event %q not applied",
+			o.ID, o.Reason, a.Provider, a.EventID))
+	}
+	if reason := mismatch(o, a); reason != "" {
+		return w.reject(ctx, tx, o, reason)
+	}
+	return w.fulfil(ctx, tx, job, o)
+}
+
+// mismatch explains why a payment does not pay for o, or returns "".
+func mismatch(o *Order, a FulfillOrderArgs) string {
+	if a.PaidAmount == o.Amount && strings.EqualFold(strings.TrimSpace(a.PaidCurrency), o.Currency) {
+		return ""
+	}
+	return fmt.Sprintf("%s event %s paid %d %s, order snapshot is %d %s",
+		a.Provider, a.EventID, a.PaidAmount, strings.ToLower(a.PaidCurrency), o.Amount, o.Currency)
+}
+
+func (w *Worker) reject(ctx context.Context, tx pgx.Tx, o *Order, reason string) (string, error) {
+	if err := markRejected(ctx, tx, o.ID, reason, w.now()); err != nil {
+		return OutcomeError, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return OutcomeError, fmt.Errorf("fulfillment: commit rejection of order %d: %w", o.ID, err)
+	}
+	w.logger.WarnContext(ctx, "order rejected", "order_id", o.ID, "reason", reason)
+	// Cancelled, not retried: a retry cannot change what was paid, and a
+	// cancelled job stands out in the River UI for an operator to refund.
+	return OutcomeRejected, river.JobCancel(fmt.Errorf("%w: order %d: %s", ErrPaymentMismatch, o.ID, reason))
+}
+
+func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order) (string, error) {
+	t, err := w.wallet.CreditTx(ctx, tx, wallet.PostParams{
+		PlayerID:       o.PlayerID,
+		Currency:       wallet.Mana,
+		Amount:         o.Mana,
+		Kind:           wallet.KindPurchase,
+		Reference:      "order:" + strconv.FormatInt(o.ID, 10),
+		IdempotencyKey: FulfilmentKey(o.ID),
+		Account:        wallet.AccountManaIssued,
+	})
+	if errors.Is(err, wallet.ErrIdempotencyKeyReused) {
+		// Someone posted under this order's key with other parameters: a
+		// bug, not a transient failure. Stop and make it visible.
+		return OutcomeError, river.JobCancel(fmt.Errorf("fulfillment: order %d: %w", o.ID, err))
+	}
+	if err != nil {
+		return OutcomeError, fmt.Errorf("fulfillment: credit order %d: %w", o.ID, err)
+	}
+	if err := markFulfilled(ctx, tx, o.ID, t.ID, w.now()); err != nil {
+		return OutcomeError, err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return OutcomeError, fmt.Errorf("fulfillment: complete job %d: %w", job.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return OutcomeError, fmt.Errorf("fulfillment: commit order %d: %w", o.ID, err)
+	}
+	w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
+		"wallet_transaction_id", t.ID, "replayed", t.Replayed)
+	return OutcomeFulfilled, nil
+}

@@ -1,0 +1,81 @@
+package webhook
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseEventCompletedPayments(t *testing.T) {
+	t.Parallel()
+	fixture, err := os.ReadFile("testdata/stripe_checkout_session_completed.json")
+	require.NoError(t, err)
+	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", StripeAPIVersion,
+		"{{ORDER_ID}}", "42").Replace(string(fixture))
+	at := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		name, provider, body string
+		want                 Payment
+	}{
+		{"stripe fixture", "stripe", stripeFixture, Payment{42, 999, "usd"}},
+		{"stripe built", "stripe", string(completedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd"}},
+		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{7, 5, "eur"}},
+		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{8, 5, "eur"}},
+		{"paddle built", "paddle", string(completedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD"}},
+		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{9, 120, "GBP"}},
+		{"creem built", "creem", string(completedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev, err := ParseEvent(c.provider, []byte(c.body))
+			require.NoError(t, err)
+			require.NotNil(t, ev.Payment)
+			require.Equal(t, c.want, *ev.Payment)
+			require.Equal(t, c.provider, ev.Provider)
+		})
+	}
+}
+
+func TestParseEventWithoutPayment(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, provider, body, id string }{
+		{"stripe other type", "stripe", `{"id":"evt_1","type":"invoice.paid","data":{"object":[]}}`, "evt_1"},
+		{"stripe unpaid session", "stripe", `{"id":"evt_2","type":"checkout.session.completed","data":{"object":{"payment_status":"unpaid"}}}`, "evt_2"},
+		{"paddle other type", "paddle", `{"event_id":"evt_3","event_type":"price.created","data":null}`, "evt_3"},
+		{"creem other type", "creem", `{"id":"evt_4","eventType":"subscription.active","object":{}}`, "evt_4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev, err := ParseEvent(c.provider, []byte(c.body))
+			require.NoError(t, err)
+			require.Nil(t, ev.Payment)
+			require.Equal(t, c.id, ev.ID)
+		})
+	}
+}
+
+func TestParseEventMalformed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, provider, body string }{
+		{"not json", "stripe", `{"id":`},
+		{"array", "paddle", `[]`},
+		{"no id", "stripe", `{"type":"x"}`},
+		{"no type", "creem", `{"id":"e"}`},
+		{"NUL in id", "stripe", `{"id":"e\u0000","type":"x"}`},
+		{"long id", "stripe", `{"id":"` + strings.Repeat("e", 256) + `","type":"x"}`},
+		{"stripe no amount", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"currency":"usd","payment_status":"paid","metadata":{"order_id":"1"}}}}`},
+		{"stripe negative amount", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":-1,"currency":"usd","payment_status":"paid","metadata":{"order_id":"1"}}}}`},
+		{"stripe order id zero", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":1,"currency":"usd","payment_status":"paid","metadata":{"order_id":"0"}}}}`},
+		{"stripe bad currency", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":1,"currency":"us1","payment_status":"paid","metadata":{"order_id":"1"}}}}`},
+		{"paddle total not integer", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"USD","custom_data":{"order_id":"1"},"details":{"totals":{"grand_total":"9.99"}}}}`},
+		{"paddle no data", "paddle", `{"event_id":"e","event_type":"transaction.completed"}`},
+		{"creem order id float", "creem", `{"id":"e","eventType":"checkout.completed","object":{"order":{"amount":1,"currency":"usd"},"metadata":{"order_id":1.5}}}`},
+		{"creem no order", "creem", `{"id":"e","eventType":"checkout.completed","object":{"metadata":{"order_id":"1"}}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseEvent(c.provider, []byte(c.body))
+			require.ErrorIs(t, err, ErrMalformedPayload)
+		})
+	}
+}

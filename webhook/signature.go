@@ -1,0 +1,231 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fibe-dev/billing/fulfillment"
+)
+
+// Signature errors. The handler maps each to a 400 with a stable code.
+var (
+	ErrMissingSignature   = errors.New("webhook: missing signature header")
+	ErrMalformedSignature = errors.New("webhook: malformed signature header")
+	ErrBadSignature       = errors.New("webhook: signature does not match")
+	ErrStaleSignature     = errors.New("webhook: signature timestamp outside the tolerance")
+)
+
+// DefaultTolerance is how far a signed timestamp may lie from our clock, in
+// either direction (Stripe's own default for old timestamps).
+const DefaultTolerance = 300 * time.Second
+
+// Header names of each provider's signature.
+const (
+	HeaderStripe = "Stripe-Signature"
+	HeaderPaddle = "Paddle-Signature"
+	HeaderCreem  = "Creem-Signature" // sent as creem-signature; HTTP headers are case-insensitive
+)
+
+// Verifier checks one provider's signature over the raw body.
+type Verifier interface {
+	Verify(h http.Header, body []byte, now time.Time) error
+}
+
+// StripeVerifier checks `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`,
+// an HMAC-SHA256 of "<t>.<body>". Any v1 may match any secret (rotation).
+type StripeVerifier struct {
+	Secrets   []string
+	Tolerance time.Duration // 0 means DefaultTolerance
+}
+
+// Verify implements Verifier.
+func (v StripeVerifier) Verify(h http.Header, body []byte, now time.Time) error {
+	ts, sigs, err := ParseStripeHeader(h.Get(HeaderStripe))
+	if err != nil {
+		return err
+	}
+	if !anyMatch(v.Secrets, sigs, strconv.FormatInt(ts, 10)+".", body) {
+		return ErrBadSignature
+	}
+	return checkTimestamp(ts, now, v.Tolerance)
+}
+
+// PaddleVerifier checks `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=<hex>...]`,
+// an HMAC-SHA256 of "<ts>:<body>".
+type PaddleVerifier struct {
+	Secrets   []string
+	Tolerance time.Duration // 0 means DefaultTolerance
+}
+
+// Verify implements Verifier.
+func (v PaddleVerifier) Verify(h http.Header, body []byte, now time.Time) error {
+	ts, sigs, err := ParsePaddleHeader(h.Get(HeaderPaddle))
+	if err != nil {
+		return err
+	}
+	if !anyMatch(v.Secrets, sigs, strconv.FormatInt(ts, 10)+":", body) {
+		return ErrBadSignature
+	}
+	return checkTimestamp(ts, now, v.Tolerance)
+}
+
+// CreemVerifier checks `creem-signature: <hex>`, an HMAC-SHA256 of the body.
+// Creem signs no timestamp: the (provider, event id) claim is the only
+// replay defence, and it is enough because a replay is then a duplicate.
+type CreemVerifier struct {
+	Secrets []string
+}
+
+// Verify implements Verifier.
+func (v CreemVerifier) Verify(h http.Header, body []byte, _ time.Time) error {
+	sig, err := ParseCreemHeader(h.Get(HeaderCreem))
+	if err != nil {
+		return err
+	}
+	if !anyMatch(v.Secrets, [][]byte{sig}, "", body) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// maxSignatures bounds the work one header can ask for.
+const maxSignatures = 8
+
+// ParseStripeHeader parses a Stripe-Signature value. Unknown schemes (v0)
+// and undecodable v1 values are skipped, as Stripe's own library does.
+func ParseStripeHeader(value string) (ts int64, sigs [][]byte, err error) {
+	return parseTimestamped(value, ",", "t", "v1")
+}
+
+// ParsePaddleHeader parses a Paddle-Signature value.
+func ParsePaddleHeader(value string) (ts int64, sigs [][]byte, err error) {
+	return parseTimestamped(value, ";", "ts", "h1")
+}
+
+func parseTimestamped(value, sep, tsKey, sigKey string) (int64, [][]byte, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return 0, nil, ErrMissingSignature
+	}
+	var ts int64 = -1
+	var sigs [][]byte
+	for _, part := range strings.Split(value, sep) {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return 0, nil, fmt.Errorf("%w: %q is not key=value", ErrMalformedSignature, truncate(part))
+		}
+		switch k {
+		case tsKey:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || ts != -1 {
+				return 0, nil, fmt.Errorf("%w: bad or repeated %s", ErrMalformedSignature, tsKey)
+			}
+			ts = n
+		case sigKey:
+			if sig, err := hex.DecodeString(v); err == nil && len(sig) == sha256.Size && len(sigs) < maxSignatures {
+				sigs = append(sigs, sig)
+			}
+		}
+	}
+	if ts == -1 {
+		return 0, nil, fmt.Errorf("%w: no %s", ErrMalformedSignature, tsKey)
+	}
+	if len(sigs) == 0 {
+		return 0, nil, fmt.Errorf("%w: no valid %s", ErrMalformedSignature, sigKey)
+	}
+	return ts, sigs, nil
+}
+
+// ParseCreemHeader parses a creem-signature value: one hex HMAC-SHA256.
+func ParseCreemHeader(value string) ([]byte, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return nil, ErrMissingSignature
+	}
+	sig, err := hex.DecodeString(value)
+	if err != nil || len(sig) != sha256.Size {
+		return nil, fmt.Errorf("%w: want 64 hex digits", ErrMalformedSignature)
+	}
+	return sig, nil
+}
+
+// anyMatch reports whether any sig is the HMAC of prefix+body under any
+// secret. hmac.Equal compares in constant time; returning on the first
+// match reveals only which secret is current, not any secret's bytes.
+func anyMatch(secrets []string, sigs [][]byte, prefix string, body []byte) bool {
+	for _, secret := range secrets {
+		want := mac(secret, prefix, body)
+		for _, sig := range sigs {
+			if hmac.Equal(sig, want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func mac(secret, prefix string, body []byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(prefix))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// checkTimestamp rejects a signature made too long ago (a replay) or too
+// far ahead (a clock we should not trust), after the MAC has matched.
+func checkTimestamp(ts int64, now time.Time, tolerance time.Duration) error {
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	skew := now.Sub(time.Unix(ts, 0))
+	if skew > tolerance || skew < -tolerance {
+		return fmt.Errorf("%w: signed at %d, %s from now", ErrStaleSignature, ts, skew.Round(time.Second))
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "..."
+	}
+	return s
+}
+
+// SignStripe signs body as Stripe does and returns the header to send.
+func SignStripe(secret string, body []byte, ts time.Time) (header, value string) {
+	t := strconv.FormatInt(ts.Unix(), 10)
+	return HeaderStripe, "t=" + t + ",v1=" + hex.EncodeToString(mac(secret, t+".", body))
+}
+
+// SignPaddle signs body as Paddle Billing does and returns the header to send.
+func SignPaddle(secret string, body []byte, ts time.Time) (header, value string) {
+	t := strconv.FormatInt(ts.Unix(), 10)
+	return HeaderPaddle, "ts=" + t + ";h1=" + hex.EncodeToString(mac(secret, t+":", body))
+}
+
+// SignCreem signs body as Creem does and returns the header to send.
+func SignCreem(secret string, body []byte) (header, value string) {
+	return "creem-signature", hex.EncodeToString(mac(secret, "", body))
+}
+
+// Sign signs body for provider; ts is ignored for Creem.
+func Sign(provider, secret string, body []byte, ts time.Time) (header, value string, err error) {
+	switch provider {
+	case fulfillment.ProviderStripe:
+		header, value = SignStripe(secret, body, ts)
+	case fulfillment.ProviderPaddle:
+		header, value = SignPaddle(secret, body, ts)
+	case fulfillment.ProviderCreem:
+		header, value = SignCreem(secret, body)
+	default:
+		return "", "", fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, provider)
+	}
+	return header, value, nil
+}

@@ -1,0 +1,264 @@
+// Package webhook is the intake of payment-provider webhooks: it verifies
+// each provider's signature over the raw body, reads the event, and claims
+// it exactly once.
+//
+// The claim is the INSERT of a webhook_events row keyed UNIQUE (provider,
+// event_id) with ON CONFLICT DO NOTHING: the database, not a pre-check,
+// decides which of several concurrent deliveries wins. A winning completed
+// payment inserts its fulfill_order job (River InsertTx) in the same
+// transaction, so there is no moment at which the event is claimed but its
+// fulfilment lost. Every duplicate is answered 200 like the first delivery,
+// so the provider stops retrying; only a database failure answers 503, so
+// it retries.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/riverqueue/river"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
+)
+
+// MaxBodyBytes is the largest body accepted; larger ones answer 413.
+const MaxBodyBytes = 1 << 20
+
+// claimTimeout bounds the claim transaction, so a stuck database answers
+// 503 (and the provider retries) before the provider gives up on us.
+const claimTimeout = 10 * time.Second
+
+// Delivery outcomes, the label values of billing_webhook_deliveries_total.
+const (
+	OutcomeClaimed       = "claimed"
+	OutcomeDuplicate     = "duplicate"
+	OutcomeBadSignature  = "bad_signature"
+	OutcomeStale         = "stale"
+	OutcomeMalformed     = "malformed"
+	OutcomeTooLarge      = "too_large"
+	OutcomeError         = "error"
+	OutcomeNotConfigured = "not_configured"
+)
+
+var (
+	deliveries = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "billing_webhook_deliveries_total",
+		Help: "Webhook deliveries by provider and outcome (claimed, duplicate, bad_signature, stale, malformed, too_large, error, not_configured).",
+	}, []string{"provider", "outcome"})
+	deliverySeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "billing_webhook_delivery_duration_seconds",
+		Help:    "Time to answer a webhook delivery, by provider.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"provider"})
+)
+
+// Options configure NewHandler.
+type Options struct {
+	Pool *pgxpool.Pool
+	// River inserts the fulfil job; an insert-only client is enough.
+	River *river.Client[pgx.Tx]
+	// Secrets are each provider's signing secrets, several during a
+	// rotation. A provider without secrets answers 503 (not configured).
+	Secrets map[string][]string
+	// Tolerance bounds signed timestamps both ways; 0 means DefaultTolerance.
+	Tolerance time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// SecretsFromConfig returns the per-provider secrets of cfg.
+func SecretsFromConfig(cfg *config.Config) map[string][]string {
+	return map[string][]string{
+		fulfillment.ProviderStripe: cfg.StripeSecrets,
+		fulfillment.ProviderPaddle: cfg.PaddleSecrets,
+		fulfillment.ProviderCreem:  cfg.CreemSecrets,
+	}
+}
+
+type handler struct {
+	opts      Options
+	verifiers map[string]Verifier
+}
+
+// NewHandler returns the handler of POST /webhooks/{provider} for stripe,
+// paddle and creem.
+func NewHandler(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &handler{opts: opts, verifiers: map[string]Verifier{
+		fulfillment.ProviderStripe: StripeVerifier{Secrets: opts.Secrets[fulfillment.ProviderStripe], Tolerance: opts.Tolerance},
+		fulfillment.ProviderPaddle: PaddleVerifier{Secrets: opts.Secrets[fulfillment.ProviderPaddle], Tolerance: opts.Tolerance},
+		fulfillment.ProviderCreem:  CreemVerifier{Secrets: opts.Secrets[fulfillment.ProviderCreem]},
+	}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /webhooks/{provider}", h.serve)
+	return mux
+}
+
+func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
+	provider := r.PathValue("provider")
+	v, ok := h.verifiers[provider]
+	if !ok {
+		writeProblem(w, http.StatusNotFound, "unknown_provider", fmt.Sprintf("no webhook intake for provider %q", provider))
+		return
+	}
+	start := time.Now()
+	outcome := h.deliver(w, r, provider, v)
+	deliveries.WithLabelValues(provider, outcome).Inc()
+	deliverySeconds.WithLabelValues(provider).Observe(time.Since(start).Seconds())
+}
+
+// deliver answers one delivery and returns its outcome.
+func (h *handler) deliver(w http.ResponseWriter, r *http.Request, provider string, v Verifier) string {
+	ctx := r.Context()
+	if len(h.opts.Secrets[provider]) == 0 {
+		h.opts.Logger.ErrorContext(ctx, "webhook: provider has no signing secret configured", "provider", provider)
+		writeProblem(w, http.StatusServiceUnavailable, "provider_not_configured",
+			"no signing secret is configured for "+provider)
+		return OutcomeNotConfigured
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "payload_too_large",
+				fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
+			return OutcomeTooLarge
+		}
+		writeProblem(w, http.StatusBadRequest, "malformed_payload", "cannot read body")
+		return OutcomeMalformed
+	}
+	if err := v.Verify(r.Header, body, h.opts.Now()); err != nil {
+		return h.rejectSignature(w, r, provider, err)
+	}
+	ev, err := ParseEvent(provider, body)
+	if err != nil {
+		h.opts.Logger.WarnContext(ctx, "webhook: malformed payload", "provider", provider, "error", err)
+		writeProblem(w, http.StatusBadRequest, "malformed_payload", err.Error())
+		return OutcomeMalformed
+	}
+	won, err := h.claim(ctx, ev, body)
+	if err != nil {
+		h.opts.Logger.ErrorContext(ctx, "webhook: claim failed, provider will retry", "provider", provider,
+			"event_id", ev.ID, "error", err)
+		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "cannot record the event now; retry later")
+		return OutcomeError
+	}
+	if !won {
+		writeStatus(w, OutcomeDuplicate)
+		return OutcomeDuplicate
+	}
+	h.opts.Logger.DebugContext(ctx, "webhook: claimed", "provider", provider, "event_id", ev.ID,
+		"type", ev.Type, "payment", ev.Payment != nil)
+	writeStatus(w, OutcomeClaimed)
+	return OutcomeClaimed
+}
+
+func (h *handler) rejectSignature(w http.ResponseWriter, r *http.Request, provider string, err error) string {
+	h.opts.Logger.WarnContext(r.Context(), "webhook: signature rejected", "provider", provider,
+		"remote", r.RemoteAddr, "error", err)
+	switch {
+	case errors.Is(err, ErrStaleSignature):
+		writeProblem(w, http.StatusBadRequest, "stale_signature", err.Error())
+		return OutcomeStale
+	case errors.Is(err, ErrMissingSignature):
+		writeProblem(w, http.StatusBadRequest, "missing_signature", err.Error())
+	case errors.Is(err, ErrMalformedSignature):
+		writeProblem(w, http.StatusBadRequest, "malformed_signature", err.Error())
+	default:
+		writeProblem(w, http.StatusBadRequest, "bad_signature", "signature does not match")
+	}
+	return OutcomeBadSignature
+}
+
+const claimSQL = `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount, paid_currency,
+	payload, claimed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING id`
+
+// claim inserts the event row and, for a won completed payment, its
+// fulfil job, in one transaction. It reports whether this delivery won.
+func (h *handler) claim(ctx context.Context, ev *Event, body []byte) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	args := []any{ev.Provider, ev.ID, ev.Type, nil, nil, nil, body, h.opts.Now()}
+	if p := ev.Payment; p != nil {
+		args[3], args[4], args[5] = p.OrderID, p.Amount, p.Currency
+	}
+	if ev.Payment == nil {
+		// Nothing else to commit with it: a single autocommit statement.
+		return claimed(h.opts.Pool.QueryRow(ctx, claimSQL, args...))
+	}
+	tx, err := h.opts.Pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("webhook: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	won, err := claimed(tx.QueryRow(ctx, claimSQL, args...))
+	if err != nil || !won {
+		return false, err
+	}
+	_, err = h.opts.River.InsertTx(ctx, tx, fulfillment.FulfillOrderArgs{
+		OrderID:      ev.Payment.OrderID,
+		EventID:      ev.ID,
+		Provider:     ev.Provider,
+		PaidAmount:   ev.Payment.Amount,
+		PaidCurrency: ev.Payment.Currency,
+	}, nil)
+	if err != nil {
+		return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("webhook: commit claim: %w", err)
+	}
+	return true, nil
+}
+
+func claimed(row pgx.Row) (bool, error) {
+	var id int64
+	err := row.Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // another delivery holds the claim
+	}
+	if err != nil {
+		return false, fmt.Errorf("webhook: claim: %w", err)
+	}
+	return true, nil
+}
+
+func writeStatus(w http.ResponseWriter, status string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(map[string]string{"status": status})
+}
+
+// Problem is the application/problem+json body of every error answer.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func writeProblem(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
+		Code: code, Detail: detail})
+}
