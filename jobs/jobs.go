@@ -29,11 +29,16 @@ const (
 	QueueDefault     = river.QueueDefault
 )
 
-// Queues is the worker process's queue configuration.
+// Queues is the worker process's queue configuration. The money queues
+// fetch with a 10 ms cooldown instead of River's 100 ms: measured, that
+// alone took fund_day throughput from ~190 to ~500 jobs/s (the 100 ms
+// cooldown caps a queue near MaxWorkers*10 jobs/s), which is what funds
+// 100,000 Marquees in minutes rather than ten after midnight.
 func Queues() map[string]river.QueueConfig {
+	const moneyCooldown = 10 * time.Millisecond
 	return map[string]river.QueueConfig{
-		QueueFunding:     {MaxWorkers: 20},
-		QueueFulfillment: {MaxWorkers: 20},
+		QueueFunding:     {MaxWorkers: 20, FetchCooldown: moneyCooldown},
+		QueueFulfillment: {MaxWorkers: 20, FetchCooldown: moneyCooldown},
 		QueueDefault:     {MaxWorkers: 20},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 )
 
@@ -32,6 +33,11 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
 		Pool: deps.Pool, SparksPerMana: sparksPerMana(deps.Config), Logger: deps.Logger, Now: deps.Now}))
 	var periodic []*river.PeriodicJob
+	enforcerPeriodic, err := enforcer.Register(workers, deps.Pool, deps.Config, deps.Now, deps.Logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	periodic = append(periodic, enforcerPeriodic...)
 	return workers, periodic, nil
 }
 

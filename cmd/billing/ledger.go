@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/wallet"
+	"github.com/fibe-dev/billing/webhook"
 )
 
 func newLedgerCmd() *cobra.Command {
@@ -29,7 +33,11 @@ func newLedgerVerifyCmd() *cobra.Command {
 wallet balance equals the sum of its entries and its latest balance_after,
 never negative, with gapless entry numbers; every transaction has two entries
 summing to zero, and each currency sums to zero; one transaction per
-idempotency key, and conversion legs in pairs.
+idempotency key, and conversion legs in pairs. Then invariants 4-6: at most
+one funding debit per Marquee per service day with paid_through backed by it,
+at most one fulfilment credit per order and only for its snapshot, one claim
+per provider event and a job for every claimed payment (events younger than
+River's job retention).
 
 Clean: one summary line on stdout, exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1.`,
@@ -44,14 +52,14 @@ line with the ids to look at, then the summary, and exit 1.`,
 				return err
 			}
 			defer pool.Close()
-			return verifyLedger(cmd, pool, player)
+			return verifyLedger(cmd, pool, player, cfg.ServiceDayTZ)
 		},
 	}
 	c.Flags().Int64Var(&player, "player", 0, "audit only this player's wallets and transactions")
 	return c
 }
 
-func verifyLedger(cmd *cobra.Command, pool *pgxpool.Pool, player int64) error {
+func verifyLedger(cmd *cobra.Command, pool *pgxpool.Pool, player int64, tz *time.Location) error {
 	out := cmd.OutOrStdout()
 	progress := progressTo(cmd.ErrOrStderr())
 	opts := wallet.AuditOptions{
@@ -63,49 +71,62 @@ func verifyLedger(cmd *cobra.Command, pool *pgxpool.Pool, player int64) error {
 			progress.clear()
 			fmt.Fprintln(out, v.String())
 		},
-		Progress: progress.show,
+		Progress: func(a wallet.AuditProgress) { progress.show("checking "+a.Stage, a.Done, a.Total) },
 	}
 	report, err := wallet.Audit(cmd.Context(), pool, opts)
 	progress.clear()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, report.Summary())
-	if !report.Clean() {
+	domain := 0
+	if player == 0 {
+		if domain, err = auditDomains(cmd.Context(), pool, tz, out); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !report.Clean():
+		fmt.Fprintln(out, report.Summary())
 		return exitError{code: 1}
+	case domain > 0:
+		fmt.Fprintf(out, "ledger NOT clean: %d funding, fulfilment or webhook violations (invariants 4-6)\n", domain)
+		return exitError{code: 1}
+	case player == 0:
+		fmt.Fprintln(out, report.Summary()+"; invariants 4-6 clean")
+	default:
+		fmt.Fprintln(out, report.Summary())
 	}
 	return nil
 }
 
-// progressLine redraws one status line on a terminal and stays silent
-// otherwise, so logs and pipes get only the line-oriented report.
-type progressLine struct {
-	w     io.Writer // nil when not a terminal
-	drawn bool
-}
-
-func progressTo(w io.Writer) *progressLine {
-	f, ok := w.(*os.File)
-	if !ok {
-		return &progressLine{}
+// auditDomains checks invariants 4-6 (funding once per Marquee-day and
+// paid_through monotonic, one fulfilment credit per order matching its
+// snapshot, one claim per provider event with its job), printing each
+// violation, and returns how many it found.
+func auditDomains(ctx context.Context, pool *pgxpool.Pool, tz *time.Location, out io.Writer) (int, error) {
+	n := 0
+	funding, err := enforcer.AuditFunding(ctx, pool, tz)
+	if err != nil {
+		return 0, err
 	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return &progressLine{}
+	for _, v := range funding {
+		fmt.Fprintln(out, v.String())
 	}
-	return &progressLine{w: w}
-}
-
-func (p *progressLine) show(a wallet.AuditProgress) {
-	if p.w == nil {
-		return
+	n += len(funding)
+	orders, err := fulfillment.Audit(ctx, pool)
+	if err != nil {
+		return 0, err
 	}
-	fmt.Fprintf(p.w, "\r\033[Kchecking %s: %d/%d", a.Stage, a.Done, a.Total)
-	p.drawn = true
-}
-
-func (p *progressLine) clear() {
-	if p.w != nil && p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
+	for _, v := range orders {
+		fmt.Fprintln(out, v.String())
 	}
+	n += len(orders)
+	claims, err := webhook.Audit(ctx, pool, webhook.AuditOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, v := range claims {
+		fmt.Fprintln(out, v.String())
+	}
+	return n + len(claims), nil
 }

@@ -25,14 +25,14 @@ func TestLedgerVerify(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('v') RETURNING id`).Scan(&player))
 	s := wallet.New(pool, wallet.Options{})
 	_, err = s.Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Mana, Amount: 50,
-		Kind: wallet.KindPurchase, IdempotencyKey: "order:1:fulfilment"})
+		Kind: wallet.KindAdjustment, IdempotencyKey: "seed:1"})
 	require.NoError(t, err)
 	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: player, Mana: 20, IdempotencyKey: "conv:1"})
 	require.NoError(t, err)
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 
 	out := runBilling(t, env, "ledger", "verify")
-	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries\n", out)
+	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-6 clean\n", out)
 
 	_, err = pool.Exec(ctx, `UPDATE wallets SET balance = balance + 1 WHERE player_id = $1 AND currency = 'sparks'`, player)
 	require.NoError(t, err)
@@ -48,4 +48,30 @@ func TestLedgerVerify(t *testing.T) {
 	require.Contains(t, lines[1], "invariant 1 balance_vs_latest_entry wallet=")
 	require.Contains(t, lines[2], "ledger NOT clean: 2 violations")
 	require.NotContains(t, string(raw), "\r", "no progress redraws when not on a terminal")
+}
+
+// TestLedgerVerifyDomainInvariants: verify also audits invariants 4-6, here
+// a fulfilment credit whose order does not exist.
+func TestLedgerVerifyDomainInvariants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := testdb.NewURL(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	var player int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('v') RETURNING id`).Scan(&player))
+	_, err = wallet.New(pool, wallet.Options{}).Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Mana,
+		Amount: 50, Kind: wallet.KindPurchase, IdempotencyKey: "order:999:fulfilment"})
+	require.NoError(t, err)
+
+	cmd := exec.Command(binPath, "ledger", "verify")
+	cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+dbURL)
+	raw, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "want exit 1, got %v:\n%s", err, raw)
+	require.Equal(t, 1, exit.ExitCode(), string(raw))
+	require.Contains(t, string(raw), "invariant 5")
+	require.Contains(t, string(raw), "order:999:fulfilment")
+	require.Contains(t, string(raw), "ledger NOT clean")
 }

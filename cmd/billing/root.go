@@ -33,6 +33,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newDevCmd(),
 		newBenchCmd(),
 		newLedgerCmd(),
+		newEnforceCmd(),
 	)
 	return root
 }

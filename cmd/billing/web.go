@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -54,7 +55,9 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 	if err != nil {
 		return err
 	}
-	registerStateCollector.Do(func() { prometheus.MustRegister(jobs.NewStateCollector(pool)) })
+	registerStateCollector.Do(func() {
+		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil))
+	})
 	srv, err := httpapi.New(httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger})
 	if err != nil {
 		return err

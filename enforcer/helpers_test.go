@@ -1,0 +1,230 @@
+package enforcer_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// conns bounds the connections the package's parallel tests hold at once,
+// below the test server's max_connections (100).
+var conns = semaphore.NewWeighted(90)
+
+var (
+	utc     = time.UTC
+	newYork = mustLocation("America/New_York")
+	quiet   = slog.New(slog.DiscardHandler)
+)
+
+func mustLocation(name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		panic(err)
+	}
+	return loc
+}
+
+// clock is the injected clock of a test.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// env is one test's database, wallet, clock and enforcer service.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	wallet *wallet.Store
+	clock  *clock
+	tz     *time.Location
+	svc    *enforcer.Service
+	plans  map[string]config.Plan
+	broken bool // the test breaks invariant 4 on purpose
+}
+
+// newEnv gives t a fresh database with a pool of n connections; every test
+// ends with the wallet audit and the funding invariant.
+func newEnv(t *testing.T, n int, tz *time.Location, now time.Time) *env {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, conns.Acquire(ctx, int64(n)+1))
+	t.Cleanup(func() { conns.Release(int64(n) + 1) })
+	cfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = int32(n)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := &env{t: t, ctx: ctx, pool: pool, wallet: wallet.New(pool, wallet.Options{}), clock: &clock{t: now},
+		tz: tz, plans: config.DefaultPlans()}
+	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100})
+	t.Cleanup(func() {
+		if !t.Failed() && !e.broken {
+			e.requireClean()
+		}
+	})
+	return e
+}
+
+func (e *env) requireClean() {
+	e.t.Helper()
+	report, err := wallet.Audit(e.ctx, e.pool, wallet.AuditOptions{})
+	require.NoError(e.t, err)
+	require.True(e.t, report.Clean(), report.String())
+	// Invariant 4, through the package's own audit.
+	violations, err := enforcer.AuditFunding(e.ctx, e.pool, e.tz)
+	require.NoError(e.t, err)
+	require.Empty(e.t, violations)
+}
+
+func (e *env) count(sql string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	require.NoError(e.t, e.pool.QueryRow(e.ctx, sql, args...).Scan(&n))
+	return n
+}
+
+// player creates a player holding sparks Sparks.
+func (e *env) player(sparks int64) int64 {
+	e.t.Helper()
+	var id int64
+	require.NoError(e.t, e.pool.QueryRow(e.ctx, `INSERT INTO players (name) VALUES ('p') RETURNING id`).Scan(&id))
+	if sparks > 0 {
+		e.credit(id, sparks)
+	}
+	return id
+}
+
+var creditSeq sync.Mutex
+var creditN int
+
+func (e *env) credit(player, sparks int64) {
+	e.t.Helper()
+	creditSeq.Lock()
+	creditN++
+	key := fmt.Sprintf("test-credit:%d:%d", player, creditN)
+	creditSeq.Unlock()
+	_, err := e.wallet.Credit(e.ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Sparks, Amount: sparks,
+		Kind: wallet.KindAdjustment, IdempotencyKey: key, Account: wallet.AccountAdjustments})
+	require.NoError(e.t, err)
+}
+
+func (e *env) sparks(player int64) int64 {
+	e.t.Helper()
+	return e.count(`SELECT coalesce((SELECT balance FROM wallets WHERE player_id = $1 AND currency = 'sparks'), 0)`, player)
+}
+
+// marquee creates a Marquee on the standard plan (100 Sparks a day).
+func (e *env) marquee(player int64) *enforcer.Marquee {
+	e.t.Helper()
+	m, err := enforcer.CreateMarquee(e.ctx, e.pool, e.plans, enforcer.CreateParams{PlayerID: player, Name: "m", Plan: "standard"})
+	require.NoError(e.t, err)
+	return m
+}
+
+func (e *env) get(m *enforcer.Marquee) *enforcer.Marquee {
+	e.t.Helper()
+	got, err := enforcer.GetMarquee(e.ctx, e.pool, m.PlayerID, m.ID)
+	require.NoError(e.t, err)
+	return got
+}
+
+// debits counts the funding debits of a Marquee.
+func (e *env) debits(marqueeID int64) int64 {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'funding' AND reference LIKE $1`,
+		fmt.Sprintf("marquee:%d:%%", marqueeID))
+}
+
+// clientOpts tune a test River client.
+type clientOpts struct {
+	id       string
+	svc      *enforcer.Service // whose workers to run; nil: insert-only
+	workers  *river.Workers    // overrides svc
+	periodic []*river.PeriodicJob
+}
+
+// client starts a River client on e's database, stopped at cleanup.
+func (e *env) client(o clientOpts) *river.Client[pgx.Tx] {
+	e.t.Helper()
+	cfg := &river.Config{ID: o.id, Logger: quiet, FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond}
+	workers := o.workers
+	if workers == nil && o.svc != nil {
+		workers = river.NewWorkers()
+		enforcer.AddWorkers(workers, o.svc)
+	}
+	if workers != nil {
+		cfg.Workers, cfg.PeriodicJobs = workers, o.periodic
+		cfg.Queues = map[string]river.QueueConfig{enforcer.QueueFunding: {MaxWorkers: 8}, river.QueueDefault: {MaxWorkers: 2}}
+	}
+	client, err := river.NewClient(riverpgxv5.New(e.pool), cfg)
+	require.NoError(e.t, err)
+	if workers != nil {
+		require.NoError(e.t, client.Start(e.ctx))
+		e.t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(e.t, client.Stop(ctx))
+		})
+	}
+	return client
+}
+
+// waitIdle waits until no fund_day or sweep job is waiting or running.
+func (e *env) waitIdle(d time.Duration) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		return e.count(`SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`) == 0
+	}, d, 20*time.Millisecond)
+}
+
+// fundDayJobs returns the fund_day jobs of a Marquee, oldest first.
+func (e *env) fundDayJobs(marqueeID int64) []jobRow {
+	e.t.Helper()
+	rows, err := e.pool.Query(e.ctx, `SELECT id, state::text, attempt, coalesce(array_length(errors, 1), 0),
+		args->>'day', coalesce(metadata->>'output', '') FROM river_job
+		WHERE kind = 'fund_day' AND (args->>'marquee_id')::bigint = $1 ORDER BY id`, marqueeID)
+	require.NoError(e.t, err)
+	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
+	require.NoError(e.t, err)
+	return jobs
+}
+
+type jobRow struct {
+	ID      int64
+	State   string
+	Attempt int
+	Errors  int
+	Day     string
+	Output  string
+}

@@ -1,0 +1,182 @@
+package enforcer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fibe-dev/billing/config"
+)
+
+// DB is what the Marquee functions query through: a *pgxpool.Pool or a
+// pgx.Tx, so callers choose whether the work shares their transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Desired states and statuses of a Marquee.
+const (
+	StateRunning = "running"
+	StateStopped = "stopped"
+
+	StatusFunded   = "funded"
+	StatusUnfunded = "unfunded"
+	StatusStopped  = "stopped"
+)
+
+// MaxNameLength bounds a Marquee name, in characters.
+const MaxNameLength = 100
+
+// Errors.
+var (
+	ErrNotFound      = errors.New("enforcer: marquee not found")
+	ErrNotFunded     = errors.New("enforcer: marquee not funded")
+	ErrUnknownPlan   = errors.New("enforcer: unknown plan")
+	ErrInvalidName   = errors.New("enforcer: name must be 1 to 100 printable characters")
+	ErrUnknownPlayer = errors.New("enforcer: unknown player")
+)
+
+// Marquee is a player's Docker host. Its JSON is the API's Marquee shape.
+// Funded depends on the clock, so loaders leave it false: encode m.View(now).
+type Marquee struct {
+	ID           int64      `json:"id,string"`
+	PlayerID     int64      `json:"-"`
+	Name         string     `json:"name"`
+	Plan         string     `json:"plan"`
+	DailyPrice   int64      `json:"daily_price"` // Sparks per service day, copied from the plan
+	DesiredState string     `json:"-"`
+	Status       string     `json:"status"`
+	Funded       bool       `json:"funded"`
+	PaidThrough  *time.Time `json:"paid_through"` // nil: never funded
+	LastError    string     `json:"-"`
+	CreatedAt    time.Time  `json:"-"`
+}
+
+// Funded is the gate: whether m may run at now. paid_through is the end
+// (exclusive) of the last funded service day.
+func Funded(m *Marquee, now time.Time) bool {
+	return m.PaidThrough != nil && m.PaidThrough.After(now)
+}
+
+// View returns a copy of m as the API shows it at now: Funded set, and a
+// status that agrees with it (a Marquee whose day has run out reads
+// unfunded even before the next sweep records that).
+func (m *Marquee) View(now time.Time) *Marquee {
+	v := *m
+	v.Funded = Funded(m, now)
+	switch {
+	case m.DesiredState == StateStopped:
+		v.Status = StatusStopped
+	case v.Funded:
+		v.Status = StatusFunded
+	default:
+		v.Status = StatusUnfunded
+	}
+	return &v
+}
+
+// CreateParams describe a new Marquee.
+type CreateParams struct {
+	PlayerID int64
+	Name     string
+	Plan     string
+}
+
+const marqueeColumns = `id, player_id, name, plan, daily_price, desired_state, status, paid_through,
+	coalesce(last_funding_error, ''), created_at`
+
+func scanMarquee(row pgx.Row) (*Marquee, error) {
+	var m Marquee
+	err := row.Scan(&m.ID, &m.PlayerID, &m.Name, &m.Plan, &m.DailyPrice, &m.DesiredState, &m.Status,
+		&m.PaidThrough, &m.LastError, &m.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: scan marquee: %w", err)
+	}
+	return &m, nil
+}
+
+// CreateMarquee creates a running, not yet funded Marquee on one of plans.
+// Its daily price is the plan's at creation; later plan changes do not
+// reprice it.
+func CreateMarquee(ctx context.Context, db DB, plans map[string]config.Plan, p CreateParams) (*Marquee, error) {
+	plan, ok := plans[p.Plan]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownPlan, p.Plan)
+	}
+	name := strings.TrimSpace(p.Name)
+	if !validName(name) {
+		return nil, ErrInvalidName
+	}
+	m, err := scanMarquee(db.QueryRow(ctx, `INSERT INTO marquees (player_id, name, plan, daily_price)
+		VALUES ($1, $2, $3, $4) RETURNING `+marqueeColumns, p.PlayerID, name, p.Plan, plan.DailySparks))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation
+		return nil, fmt.Errorf("%w: %d", ErrUnknownPlayer, p.PlayerID)
+	}
+	return m, err
+}
+
+func validName(name string) bool {
+	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxNameLength {
+		return false
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// GetMarquee loads one of playerID's Marquees. Another player's Marquee is
+// ErrNotFound, exactly as a missing one.
+func GetMarquee(ctx context.Context, db DB, playerID, marqueeID int64) (*Marquee, error) {
+	return scanMarquee(db.QueryRow(ctx, `SELECT `+marqueeColumns+` FROM marquees
+		WHERE id = $1 AND player_id = $2`, marqueeID, playerID))
+}
+
+// ListMarquees returns playerID's Marquees, oldest first.
+func ListMarquees(ctx context.Context, db DB, playerID int64) ([]*Marquee, error) {
+	rows, err := db.Query(ctx, `SELECT `+marqueeColumns+` FROM marquees WHERE player_id = $1 ORDER BY id`, playerID)
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: list marquees: %w", err)
+	}
+	defer rows.Close()
+	var out []*Marquee
+	for rows.Next() {
+		m, err := scanMarquee(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("enforcer: list marquees: %w", err)
+	}
+	return out, nil
+}
+
+// RequireFunded loads one of playerID's Marquees and returns ErrNotFunded
+// (the API's 402) unless it is funded at now; ErrNotFound as GetMarquee.
+func RequireFunded(ctx context.Context, db DB, playerID, marqueeID int64, now time.Time) (*Marquee, error) {
+	m, err := GetMarquee(ctx, db, playerID, marqueeID)
+	if err != nil {
+		return nil, err
+	}
+	if !Funded(m, now) {
+		return m, ErrNotFunded
+	}
+	return m, nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package enforcer_test
+
+const raceEnabled = false

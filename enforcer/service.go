@@ -1,0 +1,123 @@
+package enforcer
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// Options configure a Service.
+type Options struct {
+	// TZ is the service-day time zone; nil is UTC.
+	TZ *time.Location
+	// Now is the clock of all funding logic; nil is time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// BatchSize is how many Marquees a sweep reads and enqueues per
+	// transaction; 0 is DefaultBatchSize.
+	BatchSize int
+	// SweepWorkers is how many batches a sweep inserts at once; 0 is
+	// DefaultSweepWorkers.
+	SweepWorkers int
+}
+
+// Sweep defaults: DefaultBatchSize bounds a sweep's memory and transaction
+// size; DefaultSweepWorkers overlaps reading with inserting.
+const (
+	DefaultBatchSize    = 1000
+	DefaultSweepWorkers = 2
+)
+
+// Service sweeps and funds Marquees.
+type Service struct {
+	pool      *pgxpool.Pool
+	wallet    *wallet.Store
+	tz        *time.Location
+	now       func() time.Time
+	logger    *slog.Logger
+	batchSize int
+	// sweepWorkers insert batches concurrently.
+	sweepWorkers int
+	hooks        hooks
+}
+
+// hooks let tests fail or inspect a fund_day transaction at its critical
+// points; nil in production.
+type hooks struct {
+	afterPost    func(ctx context.Context, tx pgx.Tx, job *river.Job[FundDayArgs]) error
+	beforeCommit func(ctx context.Context, tx pgx.Tx, job *river.Job[FundDayArgs]) error
+}
+
+// New returns a Service that debits through w.
+func New(pool *pgxpool.Pool, w *wallet.Store, opts Options) *Service {
+	s := &Service{pool: pool, wallet: w, tz: opts.TZ, now: opts.Now, logger: opts.Logger, batchSize: opts.BatchSize}
+	if s.tz == nil {
+		s.tz = time.UTC
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.batchSize <= 0 {
+		s.batchSize = DefaultBatchSize
+	}
+	s.sweepWorkers = opts.SweepWorkers
+	if s.sweepWorkers <= 0 {
+		s.sweepWorkers = DefaultSweepWorkers
+	}
+	return s
+}
+
+// TZ is the service-day time zone.
+func (s *Service) TZ() *time.Location { return s.tz }
+
+// AddWorkers registers the fund_day and sweep workers of s.
+func AddWorkers(workers *river.Workers, s *Service) {
+	river.AddWorker(workers, &FundDayWorker{svc: s})
+	river.AddWorker(workers, &SweepWorker{svc: s})
+}
+
+// PeriodicSweep is the enforcer's periodic job. Every worker process must
+// declare it (only the elected leader inserts it). RunOnStart makes a newly
+// elected leader sweep at once, so a leader change never skips a tick.
+func PeriodicSweep(schedule river.PeriodicSchedule) *river.PeriodicJob {
+	return river.NewPeriodicJob(schedule, func() (river.JobArgs, *river.InsertOpts) {
+		return SweepArgs{}, nil
+	}, &river.PeriodicJobOpts{ID: "enforcer_sweep", RunOnStart: true})
+}
+
+// defaultSchedule is config's default BILLING_ENFORCER_SCHEDULE, used when
+// Register gets no configuration.
+const defaultSchedule = "*/5 * * * *"
+
+// Register builds the Service of a worker process from its configuration,
+// adds its workers to workers and returns its periodic jobs (the sweep). A
+// nil cfg means the built-in defaults (UTC, every five minutes).
+func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, now func() time.Time, logger *slog.Logger) ([]*river.PeriodicJob, error) {
+	opts := Options{TZ: time.UTC, Now: now, Logger: logger}
+	var walletOpts wallet.Options
+	schedule, err := config.ParseSchedule(defaultSchedule)
+	if err != nil {
+		return nil, err
+	}
+	if cfg != nil {
+		walletOpts.SparksPerMana = cfg.SparksPerMana
+		if cfg.ServiceDayTZ != nil {
+			opts.TZ = cfg.ServiceDayTZ
+		}
+		if cfg.EnforcerSchedule != nil {
+			schedule = cfg.EnforcerSchedule
+		}
+	}
+	AddWorkers(workers, New(pool, wallet.New(pool, walletOpts), opts))
+	return []*river.PeriodicJob{PeriodicSweep(schedule)}, nil
+}

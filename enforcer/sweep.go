@@ -1,0 +1,186 @@
+package enforcer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
+)
+
+// SweepOptions tune one sweep.
+type SweepOptions struct {
+	// At is the instant whose service day is swept; zero is the clock's now.
+	// Operators set it to replay a missed day.
+	At time.Time
+	// Progress, when set, is called after each batch with the totals so far.
+	Progress func(SweepResult)
+}
+
+// SweepResult summarises a sweep.
+type SweepResult struct {
+	Day           string        `json:"day"`
+	Seen          int           `json:"seen"`           // due Marquees found
+	Enqueued      int           `json:"enqueued"`       // fund_day jobs inserted
+	AlreadyQueued int           `json:"already_queued"` // skipped: the same (Marquee, day) was queued
+	Took          time.Duration `json:"took"`
+}
+
+// Sweep enqueues one fund_day job for every running Marquee that is not paid
+// through the end of the service day at opts.At. One goroutine pages
+// through due Marquees by id (keyset pagination) while a few others insert
+// the previous pages, a batch per transaction: memory stays bounded however
+// many Marquees there are, and the database works on reads and inserts at
+// once. Concurrent sweeps are safe: River's unique index referees.
+func (s *Service) Sweep(ctx context.Context, client *river.Client[pgx.Tx], opts SweepOptions) (*SweepResult, error) {
+	started := time.Now() // instrumentation only; the logic uses at
+	at := opts.At
+	if at.IsZero() {
+		at = s.now()
+	}
+	res := &SweepResult{Day: ServiceDay(at, s.tz)}
+	end := EndOfServiceDay(at, s.tz)
+	var mu sync.Mutex // guards res and the progress callback
+	batches := make(chan []int64, s.sweepWorkers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(batches)
+		return s.pageDue(gctx, end, batches)
+	})
+	for range s.sweepWorkers {
+		g.Go(func() error {
+			for ids := range batches {
+				enqueued, dup, err := s.enqueueBatch(gctx, client, ids, res.Day)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				res.Seen += len(ids)
+				res.Enqueued += enqueued
+				res.AlreadyQueued += dup
+				res.Took = time.Since(started)
+				if opts.Progress != nil {
+					opts.Progress(*res)
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	res.Took = time.Since(started)
+	if err != nil {
+		return res, err
+	}
+	sweepsTotal.Inc()
+	sweepDuration.Observe(res.Took.Seconds())
+	s.logger.InfoContext(ctx, "enforcer sweep", "day", res.Day, "seen", res.Seen, "enqueued", res.Enqueued,
+		"already_queued", res.AlreadyQueued, "took", res.Took.Round(time.Millisecond).String())
+	return res, nil
+}
+
+// pageDue sends the ids of due Marquees, batchSize at a time, in id order.
+func (s *Service) pageDue(ctx context.Context, end time.Time, out chan<- []int64) error {
+	var after int64
+	for {
+		ids, err := dueMarquees(ctx, s.pool, after, end, s.batchSize)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		select {
+		case out <- ids:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if len(ids) < s.batchSize {
+			return nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// enqueueBatch inserts the fund_day jobs of ids for day in one transaction
+// and returns how many were new and how many already queued.
+func (s *Service) enqueueBatch(ctx context.Context, client *river.Client[pgx.Tx], ids []int64, day string) (enqueued, dup int, err error) {
+	// Keyset pagination yields each id once, so the batch holds no two
+	// identical unique jobs (River refuses those, SQLSTATE 21000); the map
+	// guards the invariant should the query ever change.
+	seen := make(map[int64]struct{}, len(ids))
+	params := make([]river.InsertManyParams, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := seen[id]; ok {
+			continue
+		}
+		seen[id] = struct{}{}
+		params = append(params, river.InsertManyParams{Args: FundDayArgs{MarqueeID: id, Day: day}})
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		results, err := client.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return fmt.Errorf("enforcer: enqueue fund_day batch: %w", err)
+		}
+		enqueued, dup = 0, 0
+		for _, r := range results {
+			if r.UniqueSkippedAsDuplicate {
+				dup++
+			} else {
+				enqueued++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	jobsEnqueued.Add(float64(enqueued))
+	jobsSkippedDuplicate.Add(float64(dup))
+	return enqueued, dup, nil
+}
+
+// dueMarquees returns ids of running Marquees after `after`, in id order,
+// whose paid_through does not reach end.
+func dueMarquees(ctx context.Context, db DB, after int64, end time.Time, limit int) ([]int64, error) {
+	rows, err := db.Query(ctx, `SELECT id FROM marquees
+		WHERE desired_state = 'running' AND id > $1 AND (paid_through IS NULL OR paid_through < $2)
+		ORDER BY id LIMIT $3`, after, end, limit)
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: due marquees: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: due marquees: %w", err)
+	}
+	return ids, nil
+}
+
+// SweepArgs is the periodic sweep job.
+type SweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepArgs) Kind() string { return "enforcer_sweep" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts. Sweeps are not unique:
+// a sweep whose worker died would stay "running" until River rescues it and
+// would block every sweep meanwhile; overlapping sweeps are harmless.
+func (SweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 3}
+}
+
+// SweepWorker works the periodic sweep.
+type SweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	svc *Service
+}
+
+// Timeout implements river.Worker: a sweep of many Marquees outlasts
+// River's default minute.
+func (w *SweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return 15 * time.Minute }
+
+// Work implements river.Worker.
+func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	_, err := w.svc.Sweep(ctx, river.ClientFromContext[pgx.Tx](ctx), SweepOptions{})
+	return err
+}
