@@ -10,6 +10,8 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/idempotency"
+	"github.com/fibe-dev/billing/playground"
 )
 
 // Deps are what the domain workers need.
@@ -32,7 +34,9 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
 	river.AddWorker(workers, &NoopWorker{})
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
 		Pool: deps.Pool, SparksPerMana: sparksPerMana(deps.Config), Logger: deps.Logger, Now: deps.Now}))
-	var periodic []*river.PeriodicJob
+	playground.AddWorkers(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now})
+	river.AddWorker(workers, &idempotency.ReapWorker{Store: idempotency.NewStore(deps.Pool, 0), Now: deps.Now})
+	periodic := []*river.PeriodicJob{idempotency.PeriodicReap()}
 	enforcerPeriodic, err := enforcer.Register(workers, deps.Pool, deps.Config, deps.Now, deps.Logger)
 	if err != nil {
 		return nil, nil, err

@@ -35,6 +35,7 @@ Set BILLING_DATABASE_URL to use an existing server instead.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".billing-dev", "where the embedded PostgreSQL keeps its data")
+	cmd.AddCommand(newDevSendWebhookCmd())
 	return cmd
 }
 
@@ -76,7 +77,7 @@ func runDev(ctx context.Context, cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return fmt.Errorf("http_addr: %w", err)
 	}
-	seed, err := seedDemo(ctx, pool, cfg, dir)
+	seed, err := seedDemo(ctx, pool, cfg, dir, ln.Addr().String())
 	if err != nil {
 		ln.Close()
 		return err

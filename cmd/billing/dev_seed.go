@@ -1,42 +1,81 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
+	"github.com/fibe-dev/billing/wallet"
+	"github.com/fibe-dev/billing/webhook"
 )
 
 // demoSeed is what billing dev creates once and keeps in <dir>/demo.json, so
-// a restart prints the same working API key (only its hash is in the database).
+// a restart prints the same working API key (only its hash is in the
+// database) and the same demo Marquee and order.
 type demoSeed struct {
-	PlayerID int64  `json:"player_id,string"`
-	APIKey   string `json:"api_key"`
+	PlayerID  int64  `json:"player_id,string"`
+	APIKey    string `json:"api_key"`
+	OrderID   int64  `json:"order_id,string,omitempty"`
+	MarqueeID int64  `json:"marquee_id,string,omitempty"`
+	// URL is where the running billing dev listens, and WebhookSecrets the
+	// signing secret it made for each provider with none configured: what
+	// `billing dev send-webhook` needs to reach it with a valid signature.
+	URL            string            `json:"url,omitempty"`
+	WebhookSecrets map[string]string `json:"webhook_secrets,omitempty"`
 }
 
-func seedDemo(ctx context.Context, pool *pgxpool.Pool, _ *config.Config, dir string) (*demoSeed, error) {
+// demo order: the larger pack, so the Marquee has Sparks for many days.
+const (
+	demoSKU      = "mana_5000"
+	demoConvert  = 1000 // Mana converted to Sparks for the Marquee
+	seedDeadline = 30 * time.Second
+)
+
+// seedDemo also points cfg at the dev webhook secrets (see useDevSecrets)
+// and records addr, the address billing dev listens on.
+func seedDemo(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, dir, addr string) (*demoSeed, error) {
 	path := filepath.Join(dir, "demo.json")
 	var seed demoSeed
 	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &seed) == nil {
-		if id, err := players.Authenticate(ctx, pool, seed.APIKey); err == nil && id == seed.PlayerID {
-			return &seed, nil
+		if id, err := players.Authenticate(ctx, pool, seed.APIKey); err != nil || id != seed.PlayerID {
+			seed = demoSeed{} // another database: start over
 		}
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	p, key, err := players.Create(ctx, pool, "demo")
-	if err != nil {
-		return nil, fmt.Errorf("seed demo player: %w", err)
+	if seed.PlayerID == 0 {
+		p, key, err := players.Create(ctx, pool, "demo")
+		if err != nil {
+			return nil, fmt.Errorf("seed demo player: %w", err)
+		}
+		seed = demoSeed{PlayerID: p.ID, APIKey: key}
 	}
-	seed = demoSeed{PlayerID: p.ID, APIKey: key}
+	if seed.OrderID == 0 || seed.MarqueeID == 0 {
+		ctx, cancel := context.WithTimeout(ctx, seedDeadline)
+		defer cancel()
+		if err := seed.seedMoney(ctx, pool, cfg); err != nil {
+			return nil, fmt.Errorf("seed demo: %w", err)
+		}
+	}
+	seed.URL = devURL(addr)
+	seed.useDevSecrets(cfg)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -47,11 +86,165 @@ func seedDemo(ctx context.Context, pool *pgxpool.Pool, _ *config.Config, dir str
 	return &seed, nil
 }
 
+// seedMoney goes the way real money does: a checkout, a signed provider
+// webhook through the real intake, the fulfilment job minting Mana, a
+// conversion to Sparks, and a funded Marquee.
+func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
+	logger := slog.New(slog.DiscardHandler)
+	workers, _, err := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
+	if err != nil {
+		return err
+	}
+	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, ID: "billing-dev-seed",
+		FetchPollInterval: 100 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	defer func() { _ = jobs.Stop(context.WithoutCancel(ctx), client, 5*time.Second) }()
+	order, err := s.paidOrder(ctx, pool, client, cfg)
+	if err != nil {
+		return err
+	}
+	s.OrderID = order.ID
+	return s.fundedMarquee(ctx, pool, cfg)
+}
+
+// paidOrder checks out the demo SKU, delivers a signed Stripe
+// checkout.session.completed to the webhook intake (in process, with a
+// secret made for this seed), and waits for the fulfilment to mint the Mana.
+func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jobs.Client, cfg *config.Config) (*fulfillment.Order, error) {
+	order, err := fulfillment.CreateCheckout(ctx, pool, cfg.SKUs, fulfillment.CheckoutParams{
+		PlayerID: s.PlayerID, SKU: demoSKU, Provider: fulfillment.ProviderStripe})
+	if err != nil {
+		return nil, err
+	}
+	secret := "whsec_dev_" + randomHex(16)
+	intake := webhook.NewHandler(webhook.Options{Pool: pool, River: client,
+		Secrets: map[string][]string{fulfillment.ProviderStripe: {secret}}, Logger: slog.New(slog.DiscardHandler)})
+	body := webhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
+	header, value := webhook.SignStripe(secret, body, time.Now())
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
+	req.Header.Set(header, value)
+	req.SetPathValue("provider", fulfillment.ProviderStripe)
+	rec := httptest.NewRecorder()
+	intake.ServeHTTP(rec, req)
+	if rec.Code/100 != 2 {
+		return nil, fmt.Errorf("demo webhook answered %d: %s", rec.Code, rec.Body.String())
+	}
+	for {
+		o, err := fulfillment.GetOrder(ctx, pool, s.PlayerID, order.ID)
+		if err != nil {
+			return nil, err
+		}
+		if o.Status != fulfillment.StatusPending {
+			if o.Status != fulfillment.StatusFulfilled {
+				return nil, fmt.Errorf("demo order %d: %s %s", o.ID, o.Status, o.Reason)
+			}
+			return o, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("demo order %d not fulfilled: %w", o.ID, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// fundedMarquee converts some of the demo Mana and funds a new Marquee for
+// today (the enforcer keeps funding it daily while Sparks last).
+func (s *demoSeed) fundedMarquee(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
+	w := wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
+	if _, err := w.Convert(ctx, wallet.ConvertParams{PlayerID: s.PlayerID, Mana: demoConvert,
+		IdempotencyKey: fmt.Sprintf("demo:%d:conversion", s.PlayerID)}); err != nil {
+		return err
+	}
+	plan := "standard"
+	if _, ok := cfg.Plans[plan]; !ok {
+		for name := range cfg.Plans {
+			plan = name
+			break
+		}
+	}
+	m, err := enforcer.CreateMarquee(ctx, pool, cfg.Plans, enforcer.CreateParams{PlayerID: s.PlayerID, Name: "demo", Plan: plan})
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	svc := enforcer.New(pool, w, enforcer.Options{TZ: cfg.ServiceDayTZ, Logger: slog.New(slog.DiscardHandler)})
+	res, err := svc.FundDay(ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: enforcer.ServiceDay(now, cfg.ServiceDayTZ)})
+	if err != nil {
+		return err
+	}
+	if res.Outcome != enforcer.OutcomeFunded && res.Outcome != enforcer.OutcomeAlreadyPaid {
+		return fmt.Errorf("demo marquee %d: %s", m.ID, res.Outcome)
+	}
+	s.MarqueeID = m.ID
+	return nil
+}
+
+// useDevSecrets gives every provider without a configured webhook secret
+// a dev one, made once and kept in demo.json, and drops the kept one of a
+// provider that has a configured secret: demo.json lists exactly the
+// secrets billing dev made and uses.
+func (s *demoSeed) useDevSecrets(cfg *config.Config) {
+	if s.WebhookSecrets == nil {
+		s.WebhookSecrets = map[string]string{}
+	}
+	for provider, secrets := range map[string]*[]string{
+		fulfillment.ProviderStripe: &cfg.StripeSecrets,
+		fulfillment.ProviderPaddle: &cfg.PaddleSecrets,
+		fulfillment.ProviderCreem:  &cfg.CreemSecrets,
+	} {
+		if len(*secrets) > 0 {
+			delete(s.WebhookSecrets, provider)
+			continue
+		}
+		if s.WebhookSecrets[provider] == "" {
+			s.WebhookSecrets[provider] = "whsec_dev_" + randomHex(16)
+		}
+		*secrets = []string{s.WebhookSecrets[provider]}
+	}
+}
+
+// devURL is the base URL that reaches a listener on addr from this machine.
+func devURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 func (s *demoSeed) print(w io.Writer, base string) {
+	auth := fmt.Sprintf("-H 'Authorization: Bearer %s'", s.APIKey)
 	fmt.Fprintf(w, `
-Demo player %d, API key:
-  %s
+Demo player %[1]d, API key:
+  %[2]s
+Demo Marquee %[3]d (funded today), demo order %[4]d (%[9]s, paid by a signed Stripe webhook).
 Try:
-  curl -s -H 'Authorization: Bearer %s' %s/v1/wallets
-`, s.PlayerID, s.APIKey, s.APIKey, base)
+  curl -sS %[5]s %[6]s/v1/wallets
+  curl -sS %[5]s %[6]s/v1/marquees/%[3]d
+  curl -sS %[5]s %[6]s/v1/orders/%[4]d
+  curl -sS %[5]s %[6]s/v1/wallets/mana/transactions
+  curl -sS %[5]s -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"mana":100}' %[6]s/v1/conversions
+  REQ=$(curl -sS %[5]s -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"name":"hello"}' %[6]s/v1/marquees/%[3]d/playgrounds | sed -E 's/.*"request_id":"([0-9]+)".*/\1/'); sleep 2; curl -sS %[5]s %[6]s/v1/requests/$REQ
+Go SDK (package github.com/fibe-dev/billing/fibe):
+	client := fibe.NewClient(%[7]q, %[8]q)
+	ctx := context.Background()
+	accepted, err := client.Playgrounds.Create(ctx, "%[3]d", &fibe.PlaygroundParams{Name: "hello"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	req, err := client.Requests.Wait(ctx, accepted.RequestID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(accepted.PlaygroundID, req.Status)
+`, s.PlayerID, s.APIKey, s.MarqueeID, s.OrderID, auth, base, base, s.APIKey, demoSKU)
 }

@@ -34,6 +34,8 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newBenchCmd(),
 		newLedgerCmd(),
 		newEnforceCmd(),
+		newChaosCmd(),
+		newPlayersCmd(),
 	)
 	return root
 }

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/webhook"
+)
+
+// sendWebhookTimeout bounds each HTTP call of send-webhook.
+const sendWebhookTimeout = 15 * time.Second
+
+// defaultDevURL is where send-webhook goes when demo.json names no URL.
+const defaultDevURL = "http://127.0.0.1:8080"
+
+type sendWebhookOptions struct {
+	order    int64
+	event    string
+	amount   int64
+	hasAmt   bool // --amount given
+	currency string
+	dir      string
+	url      string
+}
+
+func newDevSendWebhookCmd() *cobra.Command {
+	var o sendWebhookOptions
+	cmd := &cobra.Command{
+		Use:   "send-webhook <stripe|paddle|creem> --order ID [--event EVT] [--amount N] [--currency C]",
+		Short: "Pay an order of the running billing dev with a signed completed-payment webhook",
+		Long: `send-webhook plays the payment provider for a running ` + "`billing dev`" + `: it builds the
+provider's completed-payment event for the order, signs it with the secret
+billing dev uses (from <dir>/demo.json, or BILLING_<PROVIDER>_WEBHOOK_SECRET
+when billing dev was given one), POSTs it to /webhooks/<provider> and prints
+the HTTP status and body.
+
+The amount and currency are the order's snapshot (GET /v1/orders/{id} with
+the demo API key); --amount or --currency pay something else, which intake
+claims and the fulfilment then rejects. The event id is new on every run;
+--event resends a given event, which intake answers "duplicate".`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: fulfillment.Providers(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.hasAmt, o.currency = cmd.Flags().Changed("amount"), strings.TrimSpace(o.currency)
+			return sendDevWebhook(cmd, args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&o.order, "order", 0, "the order to pay (required)")
+	f.StringVar(&o.event, "event", "", "the provider event id (default: a new random one)")
+	f.Int64Var(&o.amount, "amount", 0, "the paid amount in minor units (default: the order's)")
+	f.StringVar(&o.currency, "currency", "", "the paid currency (default: the order's)")
+	f.StringVar(&o.dir, "dir", ".billing-dev", "the --dir of the running billing dev (holds demo.json)")
+	f.StringVar(&o.url, "url", "", "base URL of billing dev (default: the one in demo.json, else "+defaultDevURL+")")
+	_ = cmd.MarkFlagRequired("order")
+	return cmd
+}
+
+func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) error {
+	if !fulfillment.ValidProvider(provider) {
+		return fmt.Errorf("send-webhook: unknown provider %q (want one of %s)", provider, strings.Join(fulfillment.Providers(), ", "))
+	}
+	if o.order <= 0 {
+		return errors.New("send-webhook: --order wants a positive order id")
+	}
+	cfg, err := loadConfig(cmd, false)
+	if err != nil {
+		return err
+	}
+	seed, err := readDemoSeed(o.dir)
+	if err != nil {
+		return err
+	}
+	base := strings.TrimRight(o.url, "/")
+	if base == "" {
+		base = seed.URL
+	}
+	if base == "" {
+		base = defaultDevURL
+	}
+	secret := seed.WebhookSecrets[provider]
+	if secret == "" {
+		if s := webhook.SecretsFromConfig(cfg)[provider]; len(s) > 0 {
+			secret = s[0]
+		}
+	}
+	if secret == "" {
+		return fmt.Errorf("send-webhook: no %s secret: %s holds none (billing dev was given one) and BILLING_%s_WEBHOOK_SECRET is not set here",
+			provider, filepath.Join(o.dir, "demo.json"), strings.ToUpper(provider))
+	}
+	ctx := cmd.Context()
+	amount, currency := o.amount, o.currency
+	if !o.hasAmt || currency == "" {
+		order, err := fetchDevOrder(ctx, base, seed.APIKey, o.order)
+		if err != nil {
+			return err
+		}
+		if !o.hasAmt {
+			amount = order.Amount
+		}
+		if currency == "" {
+			currency = order.Currency
+		}
+	}
+	event := o.event
+	if event == "" {
+		event = "evt_dev_" + randomHex(12)
+	}
+	body := webhook.CompletedEvent(provider, event, o.order, amount, currency)
+	header, value, err := webhook.Sign(provider, secret, body, time.Now())
+	if err != nil {
+		return err
+	}
+	target := base + "/webhooks/" + provider
+	status, answer, err := devHTTP(ctx, http.MethodPost, target, map[string]string{
+		header: value, "Content-Type": "application/json"}, body)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "POST %s: event %s, order %d, %d %s\n", target, event, o.order, amount, currency)
+	fmt.Fprintf(out, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(string(answer)))
+	if status/100 != 2 {
+		return exitError{code: 1}
+	}
+	return nil
+}
+
+func readDemoSeed(dir string) (*demoSeed, error) {
+	path := filepath.Join(dir, "demo.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("send-webhook: %s not found: start `billing dev --dir %s` first", path, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("send-webhook: %w", err)
+	}
+	var seed demoSeed
+	if err := json.Unmarshal(b, &seed); err != nil {
+		return nil, fmt.Errorf("send-webhook: %s: %w", path, err)
+	}
+	return &seed, nil
+}
+
+// devOrder is the part of GET /v1/orders/{id} send-webhook needs.
+type devOrder struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+func fetchDevOrder(ctx context.Context, base, apiKey string, id int64) (*devOrder, error) {
+	url := base + "/v1/orders/" + strconv.FormatInt(id, 10)
+	status, body, err := devHTTP(ctx, http.MethodGet, url, map[string]string{"Authorization": "Bearer " + apiKey}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("send-webhook: GET %s answered %d (an order of the demo player? or pass --amount and --currency): %s",
+			url, status, strings.TrimSpace(string(body)))
+	}
+	var o devOrder
+	if err := json.Unmarshal(body, &o); err != nil || o.Currency == "" {
+		return nil, fmt.Errorf("send-webhook: GET %s: unexpected answer: %s", url, strings.TrimSpace(string(body)))
+	}
+	return &o, nil
+}
+
+func devHTTP(ctx context.Context, method, url string, headers map[string]string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, sendWebhookTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, fmt.Errorf("send-webhook: %w", err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("send-webhook: is billing dev running? %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("send-webhook: %s %s: %w", method, url, err)
+	}
+	return resp.StatusCode, b, nil
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// noWebhookSecrets makes sure the environment of the test run configures no
+// provider secret, so billing dev makes its own.
+var noWebhookSecrets = []string{"BILLING_STRIPE_WEBHOOK_SECRET=", "BILLING_PADDLE_WEBHOOK_SECRET=", "BILLING_CREEM_WEBHOOK_SECRET="}
+
+// TestDevSendWebhook pays new orders of a running `billing dev` with
+// `billing dev send-webhook`, as the operations guide tells a newcomer to:
+// the first delivery is claimed, the same --event again is a duplicate, the
+// order is fulfilled and the Mana arrives exactly once; a payment of
+// another amount is claimed and its order rejected; every provider's dev
+// secret is accepted.
+func TestDevSendWebhook(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "dev")
+	addr := freeAddr(t)
+	env := append([]string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, noWebhookSecrets...)
+	dev := startProc(t, env, "dev", "--dir", dir)
+	waitHealthy(t, "http://"+addr, dev, 60*time.Second)
+	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), "Ctrl-C stops everything") }, 10*time.Second, 20*time.Millisecond)
+
+	raw, err := os.ReadFile(filepath.Join(dir, "demo.json"))
+	require.NoError(t, err)
+	var seed demoSeed
+	require.NoError(t, json.Unmarshal(raw, &seed))
+	require.Equal(t, "http://"+addr, seed.URL)
+	for _, p := range []string{"stripe", "paddle", "creem"} {
+		require.NotEmpty(t, seed.WebhookSecrets[p], "a dev secret for %s", p)
+	}
+	api := devAPI{t: t, base: seed.URL, key: seed.APIKey}
+	sendWebhook := func(args ...string) (string, error) {
+		cmd := exec.Command(binPath, append([]string{"dev", "send-webhook"}, append(args, "--dir", dir)...)...)
+		cmd.Env = append(os.Environ(), noWebhookSecrets...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	manaBefore := api.mana()
+	order := api.checkout("mana_1000", "stripe")
+	out, err := sendWebhook("stripe", "--order", order.ID, "--event", "evt_x")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "event evt_x, order "+order.ID+", 999 usd\n200 OK\n{\"status\":\"claimed\"}\n")
+	out, err = sendWebhook("stripe", "--order", order.ID, "--event", "evt_x")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "200 OK\n{\"status\":\"duplicate\"}\n")
+	require.Equal(t, "fulfilled", api.waitOrder(order.ID).Status)
+	require.Equal(t, manaBefore+order.Mana, api.mana(), "the order's Mana, once")
+	require.Equal(t, 1, api.purchases(order.ID), "one purchase transaction for the order")
+
+	// Another amount: claimed by intake, then rejected by the fulfilment.
+	wrong := api.checkout("mana_1000", "paddle")
+	out, err = sendWebhook("paddle", "--order", wrong.ID, "--amount", "1")
+	require.NoError(t, err, out)
+	require.Contains(t, out, ", 1 usd\n200 OK\n{\"status\":\"claimed\"}\n")
+	rejected := api.waitOrder(wrong.ID)
+	require.Equal(t, "rejected", rejected.Status)
+	require.Contains(t, rejected.Reason, "paid 1 usd")
+
+	// Creem, with a random event id each run: two runs, two claims, one credit.
+	creem := api.checkout("mana_5000", "creem")
+	for range 2 {
+		out, err = sendWebhook("creem", "--order", creem.ID)
+		require.NoError(t, err, out)
+		require.Contains(t, out, "200 OK\n{\"status\":\"claimed\"}\n")
+	}
+	require.Equal(t, "fulfilled", api.waitOrder(creem.ID).Status)
+	require.Equal(t, manaBefore+order.Mana+creem.Mana, api.mana())
+	require.Equal(t, 1, api.purchases(creem.ID))
+
+	// A refused delivery exits non-zero and says why.
+	out, err = sendWebhook("stripe", "--order", order.ID, "--amount", "999", "--currency", "usd", "--url", "http://"+addr+"/nowhere")
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "want a non-zero exit, got %v:\n%s", err, out)
+	require.Contains(t, out, "\n404 Not Found\n")
+	out, err = sendWebhook("stripe", "--order", "999999999")
+	require.Error(t, err)
+	require.Contains(t, out, "answered 404")
+
+	dev.stop(t, syscall.SIGINT, 20*time.Second)
+}
+
+// devAPI calls the /v1 API of a test server as one player.
+type devAPI struct {
+	t         *testing.T
+	base, key string
+}
+
+type apiOrder struct {
+	ID     string `json:"id"`
+	Mana   int64  `json:"mana"`
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+}
+
+// do sends a JSON request and returns the status, body and response
+// headers; headers are name, value pairs.
+func (a devAPI) do(method, path string, body any, headers ...string) (int, []byte, http.Header) {
+	a.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(a.t, err)
+		r = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
+	require.NoError(a.t, err)
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(a.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(a.t, err)
+	return resp.StatusCode, b, resp.Header
+}
+
+func (a devAPI) decode(method, path string, body any, want int, dst any, headers ...string) {
+	a.t.Helper()
+	status, b, _ := a.do(method, path, body, headers...)
+	require.Equal(a.t, want, status, "%s %s: %s", method, path, b)
+	require.NoError(a.t, json.Unmarshal(b, dst), string(b))
+}
+
+func (a devAPI) checkout(sku, provider string) apiOrder {
+	a.t.Helper()
+	var o apiOrder
+	a.decode(http.MethodPost, "/v1/checkouts", map[string]string{"sku": sku, "provider": provider}, http.StatusCreated, &o)
+	require.Equal(a.t, "pending", o.Status)
+	return o
+}
+
+func (a devAPI) waitOrder(id string) apiOrder {
+	a.t.Helper()
+	var o apiOrder
+	require.Eventually(a.t, func() bool {
+		a.decode(http.MethodGet, "/v1/orders/"+id, nil, http.StatusOK, &o)
+		return o.Status != "pending"
+	}, 30*time.Second, 50*time.Millisecond, "order %s stays pending", id)
+	return o
+}
+
+func (a devAPI) balances() (mana, sparks int64) {
+	a.t.Helper()
+	var w map[string]struct {
+		Balance int64 `json:"balance"`
+	}
+	a.decode(http.MethodGet, "/v1/wallets", nil, http.StatusOK, &w)
+	return w["mana"].Balance, w["sparks"].Balance
+}
+
+func (a devAPI) mana() int64 {
+	m, _ := a.balances()
+	return m
+}
+
+// purchases counts the Mana transactions that credit order id.
+func (a devAPI) purchases(id string) int {
+	a.t.Helper()
+	var page struct {
+		Data []struct {
+			Kind      string `json:"kind"`
+			Reference string `json:"reference"`
+		} `json:"data"`
+	}
+	a.decode(http.MethodGet, "/v1/wallets/mana/transactions?limit=100", nil, http.StatusOK, &page)
+	n := 0
+	for _, tx := range page.Data {
+		if tx.Kind == "purchase" && tx.Reference == "order:"+id {
+			n++
+		}
+	}
+	return n
+}

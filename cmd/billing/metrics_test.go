@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/webhook"
+)
+
+// TestMetrics runs `billing web` and `billing worker` as real processes on
+// a fresh database, drives an exactly known workload through HTTP, then
+// scrapes both /metrics endpoints and checks every series of the table in
+// docs/operations.md with its value (summed over the two processes, as
+// `sum()` would).
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.NewURL(t)
+	webAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	secrets := map[string]string{"stripe": "whsec_metrics_stripe", "paddle": "pdl_metrics_paddle", "creem": "creem_metrics"}
+	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json",
+		"BILLING_STRIPE_WEBHOOK_SECRET=" + secrets["stripe"],
+		"BILLING_PADDLE_WEBHOOK_SECRET=" + secrets["paddle"],
+		"BILLING_CREEM_WEBHOOK_SECRET=" + secrets["creem"]}
+	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr), "web")
+	worker := startProc(t, append(env, "BILLING_METRICS_ADDR="+metricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
+	webURL, workerURL := "http://"+webAddr, "http://"+metricsAddr
+	waitHealthy(t, webURL, web, 30*time.Second)
+	waitHealthy(t, workerURL, worker, 30*time.Second)
+
+	var created struct {
+		APIKey string `json:"api_key"`
+	}
+	out := runBilling(t, env, "players", "create", "--name", "metrics")
+	require.NoError(t, json.Unmarshal([]byte(out), &created), out)
+	api := devAPI{t: t, base: webURL, key: created.APIKey}
+	deliver := func(provider string, body []byte, secret string, at time.Time) (int, string) {
+		t.Helper()
+		header, value, err := webhook.Sign(provider, secret, body, at)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, webURL+"/webhooks/"+provider, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set(header, value)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	now := time.Now()
+
+	// Webhooks: one order paid by the same Stripe event twice, then four
+	// refusals; a Paddle payment of the wrong amount; a Creem payment of an
+	// order that does not exist.
+	paid := api.checkout("mana_1000", "stripe")
+	var paidID int64
+	_, err := fmt.Sscan(paid.ID, &paidID)
+	require.NoError(t, err)
+	event := webhook.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
+	for _, want := range []string{"claimed", "duplicate"} {
+		code, body := deliver("stripe", event, secrets["stripe"], now)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, want)
+	}
+	code, body := deliver("stripe", webhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "bad_signature")
+	code, body = deliver("stripe", webhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), secrets["stripe"], now.Add(-time.Hour))
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "stale_signature")
+	code, body = deliver("stripe", []byte(`{"id":"evt_malformed",`), secrets["stripe"], now)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "malformed_payload")
+	code, body = deliver("stripe", bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1), secrets["stripe"], now)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, body)
+	wrong := api.checkout("mana_1000", "paddle")
+	var wrongID int64
+	_, err = fmt.Sscan(wrong.ID, &wrongID)
+	require.NoError(t, err)
+	code, body = deliver("paddle", webhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), secrets["paddle"], now)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = deliver("creem", webhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), secrets["creem"], now)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "fulfilled", api.waitOrder(paid.ID).Status)
+	require.Equal(t, "rejected", api.waitOrder(wrong.ID).Status)
+	waitMetric(t, workerURL, 30*time.Second, "billing_fulfilments_total", lbl("outcome", "unknown_order"), 1)
+
+	// Conversions: a key sent twice, then with another body; one too large.
+	convert := func(mana int64, want int, headers ...string) http.Header {
+		t.Helper()
+		status, b, h := api.do(http.MethodPost, "/v1/conversions", map[string]int64{"mana": mana}, headers...)
+		require.Equal(t, want, status, string(b))
+		return h
+	}
+	convert(50, http.StatusCreated, "Idempotency-Key", "metrics-conv-1")
+	h := convert(50, http.StatusCreated, "Idempotency-Key", "metrics-conv-1")
+	require.Equal(t, "true", h.Get("X-Idempotent-Replayed"))
+	convert(51, http.StatusUnprocessableEntity, "Idempotency-Key", "metrics-conv-1")
+	convert(5000, http.StatusConflict) // 950 Mana left
+
+	// A Marquee (100 Sparks a day) whose owner has 50 Sparks, then 250.
+	var marquee struct {
+		ID     string `json:"id"`
+		Funded bool   `json:"funded"`
+	}
+	api.decode(http.MethodPost, "/v1/marquees", map[string]string{"name": "m", "plan": "standard"}, http.StatusCreated, &marquee)
+	waitMetric(t, workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "insufficient"), 1)
+	convert(200, http.StatusCreated)
+	waitMetric(t, workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "funded"), 1)
+	api.decode(http.MethodGet, "/v1/marquees/"+marquee.ID, nil, http.StatusOK, &marquee)
+	require.True(t, marquee.Funded)
+	mana, sparks := api.balances()
+	require.Equal(t, []int64{1000 - 250, 250 - 100}, []int64{mana, sparks})
+
+	// Both scrapes, summed. The fund_day counts are cross-checked against
+	// River's own numbers; a sweep tick may still be finishing, so retry.
+	var m metricSet
+	require.Eventually(t, func() bool {
+		m = scrapeAll(t, webURL, workerURL)
+		fundings := m.sum("billing_fundings_total")
+		return fundings == m.value("billing_river_jobs", lbl("kind", "fund_day", "state", "completed")) &&
+			fundings == m.value("billing_river_jobs_worked_total", lbl("kind", "fund_day", "outcome", "completed"))
+	}, 10*time.Second, 200*time.Millisecond, "fund_day jobs and fundings agree")
+	insufficient := m.value("billing_fundings_total", lbl("outcome", "insufficient"))
+	require.GreaterOrEqual(t, insufficient, 1.0)
+	t.Logf("fundings: %v insufficient before the top-up (one per sweep tick)", insufficient)
+
+	// billing_webhook_deliveries_total: exactly these series.
+	require.Equal(t, map[string]float64{
+		lbl("provider", "stripe", "outcome", "claimed"):       1,
+		lbl("provider", "stripe", "outcome", "duplicate"):     1,
+		lbl("provider", "stripe", "outcome", "bad_signature"): 1,
+		lbl("provider", "stripe", "outcome", "stale"):         1,
+		lbl("provider", "stripe", "outcome", "malformed"):     1,
+		lbl("provider", "stripe", "outcome", "too_large"):     1,
+		lbl("provider", "paddle", "outcome", "claimed"):       1,
+		lbl("provider", "creem", "outcome", "claimed"):        1,
+	}, m.family("billing_webhook_deliveries_total"))
+	require.Equal(t, 6.0, m.value("billing_webhook_delivery_duration_seconds_count", lbl("provider", "stripe")))
+
+	// billing_wallet_posts_total: the purchase, three conversions (two
+	// made, one refused; the replay and the reused key never reach the
+	// wallet), the fundings.
+	require.Equal(t, map[string]float64{
+		lbl("kind", "purchase", "outcome", "created"):        1,
+		lbl("kind", "conversion", "outcome", "created"):      2,
+		lbl("kind", "conversion", "outcome", "insufficient"): 1,
+		lbl("kind", "funding", "outcome", "insufficient"):    insufficient,
+		lbl("kind", "funding", "outcome", "created"):         1,
+	}, m.family("billing_wallet_posts_total"))
+
+	// Fundings, their lag, the enforcer.
+	require.Equal(t, 1.0, m.value("billing_fundings_total", lbl("outcome", "funded")))
+	require.Contains(t, []float64{0, 1}, m.value("billing_fundings_total", lbl("outcome", "already_paid")),
+		"exported from the start; at most one late sweep tick")
+	require.True(t, m.has("billing_fundings_total", lbl("outcome", "already_paid")))
+	require.Equal(t, 0.0, m.value("billing_fundings_total", lbl("outcome", "stopped")))
+	require.Equal(t, 1.0, m.value("billing_funding_lag_seconds_count", ""))
+	require.Positive(t, m.value("billing_funding_lag_seconds_sum", ""))
+	require.GreaterOrEqual(t, m.value("billing_enforcer_sweeps_total", ""), insufficient+1)
+	require.GreaterOrEqual(t, m.value("billing_enforcer_sweep_duration_seconds_count", ""), insufficient+1)
+	require.True(t, m.has("billing_marquees_unfunded", ""), "billing web exports the unfunded gauge")
+	require.Equal(t, 0.0, m.value("billing_marquees_unfunded", ""), "the Marquee was funded after its top-up")
+
+	// River jobs, fulfilments.
+	require.Equal(t, 1.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "completed")))
+	require.Equal(t, 2.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "cancelled")))
+	for _, state := range []string{"retryable", "discarded", "available", "running"} {
+		require.False(t, m.has("billing_river_jobs", lbl("kind", "fulfill_order", "state", state)), state)
+		require.False(t, m.has("billing_river_jobs", lbl("kind", "fund_day", "state", state)), state)
+	}
+	require.Equal(t, 1.0, m.value("billing_river_jobs_worked_total", lbl("kind", "fulfill_order", "outcome", "completed")))
+	require.Equal(t, 2.0, m.value("billing_river_jobs_worked_total", lbl("kind", "fulfill_order", "outcome", "cancelled")))
+	require.Equal(t, 2.0, m.value("billing_river_job_duration_seconds_count", lbl("kind", "fulfill_order", "outcome", "cancelled")))
+	require.Equal(t, map[string]float64{
+		lbl("outcome", "fulfilled"):     1,
+		lbl("outcome", "rejected"):      1,
+		lbl("outcome", "unknown_order"): 1,
+	}, m.family("billing_fulfilments_total"))
+
+	// The idempotency cache and the API.
+	require.Equal(t, map[string]float64{
+		lbl("outcome", "miss"):   1,
+		lbl("outcome", "replay"): 1,
+		lbl("outcome", "reused"): 1,
+	}, m.family("billing_idempotency_requests_total"))
+	for route, want := range map[string]map[string]float64{
+		"POST /v1/conversions": {"201": 3, "409": 1, "422": 1},
+		"POST /v1/checkouts":   {"201": 2},
+		"POST /v1/marquees":    {"201": 1},
+	} {
+		for code, n := range want {
+			require.Equal(t, n, m.value("billing_http_requests_total", lbl("code", code, "route", route)), "%s %s", route, code)
+		}
+	}
+	for key := range m.family("billing_http_requests_total") {
+		require.NotContains(t, key, `code="5`, "no 5xx answers")
+	}
+
+	web.stop(t, syscall.SIGTERM, 15*time.Second)
+	worker.stop(t, syscall.SIGTERM, 15*time.Second)
+}
+
+// metricSet holds scraped samples: family name (histograms as _count and
+// _sum) -> canonical label string (see lbl) -> value, summed over scrapes.
+type metricSet map[string]map[string]float64
+
+// lbl is the canonical label string of name, value pairs: sorted by name.
+func lbl(kv ...string) string {
+	pairs := make([]string, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", kv[i], kv[i+1]))
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, ",")
+}
+
+func (m metricSet) add(families map[string]*dto.MetricFamily) {
+	put := func(name, key string, v float64) {
+		if m[name] == nil {
+			m[name] = map[string]float64{}
+		}
+		m[name][key] += v
+	}
+	for name, mf := range families {
+		for _, s := range mf.GetMetric() {
+			var kv []string
+			for _, l := range s.GetLabel() {
+				kv = append(kv, l.GetName(), l.GetValue())
+			}
+			key := lbl(kv...)
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				put(name, key, s.GetCounter().GetValue())
+			case dto.MetricType_GAUGE:
+				put(name, key, s.GetGauge().GetValue())
+			case dto.MetricType_HISTOGRAM:
+				put(name+"_count", key, float64(s.GetHistogram().GetSampleCount()))
+				put(name+"_sum", key, s.GetHistogram().GetSampleSum())
+			case dto.MetricType_UNTYPED:
+				put(name, key, s.GetUntyped().GetValue())
+			}
+		}
+	}
+}
+
+func (m metricSet) has(name, labels string) bool {
+	_, ok := m[name][labels]
+	return ok
+}
+
+// value is the sample of name with exactly labels; 0 when absent.
+func (m metricSet) value(name, labels string) float64 { return m[name][labels] }
+
+// family is every series of name (nil when there are none).
+func (m metricSet) family(name string) map[string]float64 { return m[name] }
+
+func (m metricSet) sum(name string) float64 {
+	var n float64
+	for _, v := range m[name] {
+		n += v
+	}
+	return n
+}
+
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body := get(t, base+"/metrics", "", "")
+	require.Equal(t, http.StatusOK, code, body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	require.NoError(t, err)
+	return families
+}
+
+func scrapeAll(t *testing.T, bases ...string) metricSet {
+	t.Helper()
+	m := metricSet{}
+	for _, base := range bases {
+		m.add(scrape(t, base))
+	}
+	return m
+}
+
+// waitMetric waits until the series name{labels} on base reaches at least min.
+func waitMetric(t *testing.T, base string, timeout time.Duration, name, labels string, min float64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return scrapeAll(t, base).value(name, labels) >= min
+	}, timeout, 100*time.Millisecond, "%s{%s} stays below %v", name, labels, min)
+}

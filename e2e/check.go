@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// settle waits until River has nothing left to do: no job available,
+// running or retryable, seen twice in a row (a periodic sweep may flash by),
+// and a few enforcer ticks have passed so top-ups are funded. It reports
+// whether that happened within the settle window.
+func (r *Run) settle(ctx context.Context) bool {
+	deadline := time.Now().Add(r.opts.Settle)
+	time.Sleep(5 * time.Second) // at least two sweeps after the last top-up
+	quiet := 0
+	for time.Now().Before(deadline) {
+		var busy int
+		err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state IN ('available','running','retryable')`).Scan(&busy)
+		if err == nil && busy == 0 {
+			quiet++
+			if quiet >= 3 {
+				return true
+			}
+		} else {
+			quiet = 0
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return false
+}
+
+// check compares the database with the model and the invariants.
+func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
+	rep := r.newReport()
+	rep.check("river settled (nothing available/running/retryable)", settled, "")
+	checks := []func(context.Context, *Report) error{
+		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify,
+	}
+	for _, c := range checks {
+		if err := c(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	r.reader.mu.Lock()
+	v := append([]string(nil), r.reader.violations...)
+	r.reader.mu.Unlock()
+	rep.check(fmt.Sprintf("ledger sums zero in every REPEATABLE READ snapshot (%d reads)", r.reader.reads.Load()),
+		len(v) == 0 && r.reader.reads.Load() > 0, strings.Join(v, "; "))
+	return rep, nil
+}
+
+func (r *Run) checkOrders(ctx context.Context, rep *Report) error {
+	rows, err := r.pool.Query(ctx, `
+		SELECT o.id, o.status, o.mana,
+		       count(t.id), coalesce(sum(t.amount), 0)
+		FROM orders o
+		LEFT JOIN wallet_transactions t ON t.idempotency_key = 'order:' || o.id || ':fulfilment'
+		GROUP BY o.id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var bad []string
+	fulfilled, rejected := 0, 0
+	for rows.Next() {
+		var id, mana, credits, minted int64
+		var status string
+		if err := rows.Scan(&id, &status, &mana, &credits, &minted); err != nil {
+			return err
+		}
+		om := r.model.orders[id]
+		switch {
+		case credits > 1:
+			bad = append(bad, fmt.Sprintf("order %d credited %d times", id, credits))
+		case om != nil && om.paid && om.correct && (status != "fulfilled" || credits != 1 || minted != om.mana):
+			bad = append(bad, fmt.Sprintf("paid order %d: status %s, %d credits, minted %d, snapshot %d", id, status, credits, minted, om.mana))
+		case om != nil && om.paid && !om.correct && (status != "rejected" || credits != 0):
+			bad = append(bad, fmt.Sprintf("mispaid order %d: status %s, %d credits", id, status, credits))
+		case credits == 1 && minted != mana:
+			bad = append(bad, fmt.Sprintf("order %d minted %d, snapshot %d", id, minted, mana))
+		}
+		if status == "fulfilled" {
+			fulfilled++
+		}
+		if status == "rejected" {
+			rejected++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rep.Orders, rep.Fulfilled, rep.Rejected = len(r.model.orders), fulfilled, rejected
+	rep.check("every paid order fulfilled once with its snapshot Mana; mispaid ones minted nothing", len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	return nil
+}
+
+// checkSDKEffects: each acknowledged idempotent call had exactly one effect;
+// an unknown call (every attempt lost) at most one.
+func (r *Run) checkSDKEffects(ctx context.Context, rep *Report) error {
+	var bad []string
+	for id, pm := range r.model.players {
+		var orders, convs, mqs, pgs int
+		err := r.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM orders WHERE player_id = $1),
+			(SELECT count(*) FROM wallet_transactions WHERE player_id = $1 AND kind = 'conversion' AND currency = 'mana'),
+			(SELECT count(*) FROM marquees WHERE player_id = $1),
+			(SELECT count(*) FROM playgrounds WHERE player_id = $1)`, id).Scan(&orders, &convs, &mqs, &pgs)
+		if err != nil {
+			return err
+		}
+		for _, c := range []struct {
+			what           string
+			got, acked, un int
+		}{
+			{"checkouts", orders, pm.checkouts, pm.checkoutsUnknown},
+			{"conversions", convs, len(pm.conversions), pm.conversionsUnknown},
+			{"marquees", mqs, len(pm.marquees), pm.marqueesUnknown},
+			{"playgrounds", pgs, len(pm.playgrounds), pm.playgroundsUnknown},
+		} {
+			if c.got < c.acked || c.got > c.acked+c.un {
+				bad = append(bad, fmt.Sprintf("player %d %s: %d in db, %d acknowledged (+%d unknown)", id, c.what, c.got, c.acked, c.un))
+			}
+		}
+	}
+	rep.check("each idempotent SDK call had exactly one effect", len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	return nil
+}
+
+func (r *Run) checkFunding(ctx context.Context, rep *Report) error {
+	var doubles int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM (
+		SELECT 1 FROM wallet_transactions WHERE kind = 'funding'
+		GROUP BY split_part(idempotency_key, ':', 2), (created_at AT TIME ZONE 'UTC')::date HAVING count(*) > 1) d`).Scan(&doubles); err != nil {
+		return err
+	}
+	rep.check("at most one funding debit per Marquee per service day", doubles == 0, fmt.Sprintf("%d duplicates", doubles))
+	rows, err := r.pool.Query(ctx, `
+		SELECT m.id, m.status, m.daily_price, coalesce(w.balance, 0),
+		       (SELECT count(*) FROM wallet_transactions t WHERE t.idempotency_key LIKE 'marquee:' || m.id || ':%:funding')
+		FROM marquees m
+		LEFT JOIN wallets w ON w.player_id = m.player_id AND w.currency = 'sparks'
+		WHERE m.desired_state = 'running'`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var bad []string
+	funded := 0
+	for rows.Next() {
+		var id, price, sparks, debits int64
+		var status string
+		if err := rows.Scan(&id, &status, &price, &sparks, &debits); err != nil {
+			return err
+		}
+		if debits > 0 {
+			funded++
+		}
+		if debits == 0 && sparks >= price {
+			bad = append(bad, fmt.Sprintf("marquee %d unfunded (%s) while its owner holds %d Sparks >= %d", id, status, sparks, price))
+		}
+	}
+	rep.MarqueesFunded = funded
+	rep.check("every Marquee whose owner has the Sparks was funded", len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	return rows.Err()
+}
+
+func (r *Run) checkJobs(ctx context.Context, rep *Report) error {
+	rows, err := r.pool.Query(ctx, `SELECT id, kind, state::text, coalesce(errors[array_length(errors, 1)]->>'error', '')
+		FROM river_job WHERE state IN ('available','running','retryable','discarded') ORDER BY id LIMIT 20`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var left []string
+	for rows.Next() {
+		var id int64
+		var kind, state, lastErr string
+		if err := rows.Scan(&id, &kind, &state, &lastErr); err != nil {
+			return err
+		}
+		left = append(left, fmt.Sprintf("job %d %s %s %s", id, kind, state, lastErr))
+	}
+	rep.check("no River job left available/running/retryable or discarded", len(left) == 0, strings.Join(left, "; "))
+	return rows.Err()
+}
+
+func (r *Run) checkLedgerVerify(ctx context.Context, rep *Report) error {
+	cmd := exec.CommandContext(ctx, r.opts.Binary, "ledger", "verify")
+	cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+r.pg.URL())
+	out, err := cmd.CombinedOutput()
+	rep.check("billing ledger verify exits 0", err == nil, strings.TrimSpace(string(out)))
+	return nil
+}
+
+func first(xs []string, n int) []string {
+	if len(xs) > n {
+		return append(xs[:n:n], "… "+strconv.Itoa(len(xs)-n)+" more")
+	}
+	return xs
+}

@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// injectFaults kills a random worker with SIGKILL every WorkerKillEvery
+// (jittered) and restarts it a moment later; one third of the way in it
+// kills a web process, and halfway it restarts PostgreSQL with
+// `pg_ctl restart -m fast`. Everything must reconnect by itself.
+func (r *Run) injectFaults(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 0xfa17))
+	start := time.Now()
+	webKilled, pgRestarted := false, false
+	next := r.jitter(rng)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		elapsed := time.Since(start)
+		if !webKilled && elapsed > r.opts.Duration/3 {
+			webKilled = true
+			r.killAndRestart(ctx, pick(rng, r.webs), 500*time.Millisecond)
+			r.faults.mu.Lock()
+			r.faults.webKills++
+			r.faults.mu.Unlock()
+		}
+		if !pgRestarted && elapsed > r.opts.Duration/2 {
+			pgRestarted = true
+			r.restartPostgres()
+		}
+		if elapsed >= next {
+			next = elapsed + r.jitter(rng)
+			r.killAndRestart(ctx, pick(rng, r.workers), time.Duration(200+rng.IntN(800))*time.Millisecond)
+			r.faults.mu.Lock()
+			r.faults.workerKills++
+			r.faults.mu.Unlock()
+		}
+	}
+}
+
+func (r *Run) jitter(rng *rand.Rand) time.Duration {
+	base := r.opts.WorkerKillEvery
+	return base/2 + time.Duration(rng.Int64N(int64(base)))
+}
+
+// killAndRestart SIGKILLs p and starts it again after down.
+func (r *Run) killAndRestart(ctx context.Context, p *Proc, down time.Duration) {
+	r.logf("fault: kill -9 %s", p.Name)
+	p.Kill()
+	go func() {
+		sleepCtx(context.WithoutCancel(ctx), down)
+		if err := p.Start(); err != nil {
+			r.logf("restart %s: %v", p.Name, err)
+		}
+	}()
+}
+
+func (r *Run) restartPostgres() {
+	r.logf("fault: pg_ctl restart -m fast")
+	t0 := time.Now()
+	if err := r.pg.Restart(); err != nil {
+		r.logf("postgres restart failed: %v", err)
+		fmt.Fprintf(r.opts.Out, "chaos: postgres restart failed: %v\n", err)
+		return
+	}
+	r.faults.mu.Lock()
+	r.faults.pgRestarts++
+	r.faults.mu.Unlock()
+	r.logf("postgres back after %v", time.Since(t0))
+}

@@ -1,0 +1,142 @@
+package fibe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+
+	"github.com/fibe-dev/billing/fibe"
+)
+
+// Create a playground so that a retry can never create a second one: the
+// key is chosen once, before the first attempt, and stored with your own
+// record (here a variable), so even a crash-and-rerun of this code reuses it.
+func Example_createPlaygroundSafely() {
+	srv := startFakeAPI()
+	defer srv.Close()
+	client := fibe.NewClient(srv.URL, "bk_your_api_key")
+
+	key := fibe.NewIdempotencyKey() // persist this with your job before calling
+	ctx := fibe.WithIdempotencyKey(context.Background(), key)
+	accepted, err := client.Playgrounds.Create(ctx, "42", &fibe.PlaygroundParams{Name: "demo"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Running the same call again with the same key answers the same request.
+	again, err := client.Playgrounds.Create(ctx, "42", &fibe.PlaygroundParams{Name: "demo"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("playground", accepted.PlaygroundID, "request", accepted.RequestID)
+	fmt.Println("same playground:", again.PlaygroundID == accepted.PlaygroundID, "replayed:", again.LastResponse.IdempotentReplayed)
+	// Output:
+	// playground 7 request 1
+	// same playground: true replayed: true
+}
+
+// Convert Mana into Sparks, telling a low balance apart from other errors.
+func ExampleConversionsService_Create() {
+	srv := startFakeAPI()
+	defer srv.Close()
+	client := fibe.NewClient(srv.URL, "bk_your_api_key")
+
+	conv, err := client.Conversions.Create(context.Background(), fibe.ConversionParams{Mana: 100})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("sparks now", conv.SparksCredit.BalanceAfter)
+
+	_, err = client.Conversions.Create(context.Background(), fibe.ConversionParams{Mana: 1_000_000})
+	var apiErr *fibe.APIError
+	if errors.As(err, &apiErr) && apiErr.Code == "insufficient_balance" {
+		fmt.Println("not enough Mana:", apiErr.StatusCode)
+	}
+	// Output:
+	// sparks now 100
+	// not enough Mana: 409
+}
+
+// Wait for an asynchronous request (fund, playground create, restart, sync)
+// to finish. Wait polls until a terminal status or until ctx is done.
+func ExampleRequestsService_Wait() {
+	srv := startFakeAPI()
+	defer srv.Close()
+	client := fibe.NewClient(srv.URL, "bk_your_api_key")
+
+	accepted, err := client.Playgrounds.Restart(context.Background(), "7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	req, err := client.Requests.Wait(context.Background(), accepted.RequestID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(req.Status, string(req.Result))
+	// Output: succeeded {"playground_id":"7"}
+}
+
+// A Marquee that is not funded refuses work with 402 marquee_not_funded.
+func ExampleAPIError() {
+	srv := startFakeAPI()
+	defer srv.Close()
+	client := fibe.NewClient(srv.URL, "bk_your_api_key")
+
+	_, err := client.Playgrounds.Create(context.Background(), "13", nil)
+	if fibe.IsCode(err, "marquee_not_funded") {
+		fmt.Println("fund Marquee 13 first")
+	}
+	// Output: fund Marquee 13 first
+}
+
+// startFakeAPI serves just enough of the API for the examples, including the
+// replay of a repeated Idempotency-Key.
+func startFakeAPI() *httptest.Server {
+	var mu sync.Mutex
+	seen := map[string]string{}
+	reply := func(w http.ResponseWriter, status int, body string) {
+		if strings.Contains(body, `"code"`) {
+			w.Header().Set("Content-Type", "application/problem+json")
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if key := r.Header.Get("Idempotency-Key"); key != "" {
+			mu.Lock()
+			stored, ok := seen[key]
+			mu.Unlock()
+			if ok {
+				w.Header().Set("X-Idempotent-Replayed", "true")
+				reply(w, http.StatusAccepted, stored)
+				return
+			}
+		}
+		switch {
+		case r.URL.Path == "/v1/marquees/42/playgrounds":
+			resp := `{"request_id":"1","playground_id":"7"}`
+			mu.Lock()
+			seen[r.Header.Get("Idempotency-Key")] = resp
+			mu.Unlock()
+			reply(w, http.StatusAccepted, resp)
+		case r.URL.Path == "/v1/marquees/13/playgrounds":
+			reply(w, http.StatusPaymentRequired, `{"status":402,"code":"marquee_not_funded","detail":"Marquee 13 is not funded"}`)
+		case r.URL.Path == "/v1/playgrounds/7/restart":
+			reply(w, http.StatusAccepted, `{"request_id":"2","playground_id":"7"}`)
+		case r.URL.Path == "/v1/requests/2":
+			reply(w, http.StatusOK, `{"id":"2","status":"succeeded","result":{"playground_id":"7"}}`)
+		case r.URL.Path == "/v1/conversions" && strings.Contains(string(body), `"mana":100}`):
+			reply(w, http.StatusCreated, `{"mana_debit":{"id":"1","amount":-100,"balance_after":0},"sparks_credit":{"id":"2","amount":100,"balance_after":100}}`)
+		case r.URL.Path == "/v1/conversions":
+			reply(w, http.StatusConflict, `{"status":409,"code":"insufficient_balance","detail":"not enough mana"}`)
+		default:
+			reply(w, http.StatusNotFound, `{"status":404,"code":"not_found"}`)
+		}
+	}))
+}

@@ -1,0 +1,339 @@
+package fibe
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Currencies.
+const (
+	Mana   = "mana"
+	Sparks = "sparks"
+)
+
+// Balance is one wallet's balance.
+type Balance struct {
+	Balance int64 `json:"balance"`
+}
+
+// Wallets are a player's balances.
+type Wallets struct {
+	Mana         Balance   `json:"mana"`
+	Sparks       Balance   `json:"sparks"`
+	LastResponse *Response `json:"-"`
+}
+
+// Transaction is one wallet movement. Amount is signed: positive for a
+// credit, negative for a debit.
+type Transaction struct {
+	ID           string    `json:"id"`
+	Currency     string    `json:"currency"`
+	Amount       int64     `json:"amount"`
+	Kind         string    `json:"kind"`
+	Reference    string    `json:"reference"`
+	BalanceAfter int64     `json:"balance_after"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// TransactionList is one page of transactions, newest first.
+type TransactionList struct {
+	Data    []*Transaction `json:"data"`
+	HasMore bool           `json:"has_more"`
+	// NextBefore is the Before of the next page when HasMore.
+	NextBefore   string    `json:"next_before,omitempty"`
+	LastResponse *Response `json:"-"`
+}
+
+// ListParams page through a list. Before is an id from a previous page.
+type ListParams struct {
+	Limit  int
+	Before string
+}
+
+// WalletsService reads balances and transactions.
+type WalletsService struct{ c *Client }
+
+// Get returns the player's Mana and Sparks balances.
+func (s *WalletsService) Get(ctx context.Context) (*Wallets, error) {
+	var out Wallets
+	resp, err := s.c.do(ctx, http.MethodGet, "/v1/wallets", nil, nil, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Transactions lists one currency's transactions, newest first.
+func (s *WalletsService) Transactions(ctx context.Context, currency string, p *ListParams) (*TransactionList, error) {
+	q := url.Values{}
+	if p != nil && p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p != nil && p.Before != "" {
+		q.Set("before", p.Before)
+	}
+	var out TransactionList
+	resp, err := s.c.do(ctx, http.MethodGet, "/v1/wallets/"+url.PathEscape(currency)+"/transactions", q, nil, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Conversion is a Mana -> Sparks conversion: both legs.
+type Conversion struct {
+	ManaDebit    *Transaction `json:"mana_debit"`
+	SparksCredit *Transaction `json:"sparks_credit"`
+	LastResponse *Response    `json:"-"`
+}
+
+// ConversionParams create a conversion of Mana into Sparks (one way).
+type ConversionParams struct {
+	Mana int64 `json:"mana"`
+}
+
+// ConversionsService converts Mana into Sparks.
+type ConversionsService struct{ c *Client }
+
+// Create converts p.Mana into Sparks at the server's rate. It fails with
+// code insufficient_balance (409) when the Mana balance is too low.
+func (s *ConversionsService) Create(ctx context.Context, p ConversionParams) (*Conversion, error) {
+	var out Conversion
+	resp, err := s.c.do(ctx, http.MethodPost, "/v1/conversions", nil, p, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Order statuses.
+const (
+	OrderPending   = "pending"
+	OrderFulfilled = "fulfilled"
+	OrderRejected  = "rejected"
+)
+
+// Order is a Mana purchase with the price it was created at.
+type Order struct {
+	ID           string    `json:"id"`
+	SKU          string    `json:"sku"`
+	Provider     string    `json:"provider"`
+	Amount       int64     `json:"amount"`
+	Currency     string    `json:"currency"`
+	Mana         int64     `json:"mana"`
+	Status       string    `json:"status"`
+	CreatedAt    time.Time `json:"created_at"`
+	LastResponse *Response `json:"-"`
+}
+
+// CheckoutParams start a purchase of a SKU through a payment provider
+// ("stripe", "paddle" or "creem").
+type CheckoutParams struct {
+	SKU      string `json:"sku"`
+	Provider string `json:"provider"`
+}
+
+// CheckoutsService starts purchases.
+type CheckoutsService struct{ c *Client }
+
+// Create makes a pending order with its pricing snapshot.
+func (s *CheckoutsService) Create(ctx context.Context, p CheckoutParams) (*Order, error) {
+	var out Order
+	resp, err := s.c.do(ctx, http.MethodPost, "/v1/checkouts", nil, p, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// OrdersService reads orders.
+type OrdersService struct{ c *Client }
+
+// Get returns one of the player's orders.
+func (s *OrdersService) Get(ctx context.Context, id string) (*Order, error) {
+	var out Order
+	resp, err := s.c.do(ctx, http.MethodGet, "/v1/orders/"+url.PathEscape(id), nil, nil, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Marquee is a player's Docker host, funded daily in Sparks.
+type Marquee struct {
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	Plan        string     `json:"plan"`
+	DailyPrice  int64      `json:"daily_price"`
+	Funded      bool       `json:"funded"`
+	PaidThrough *time.Time `json:"paid_through"`
+	Status      string     `json:"status"`
+	// LastResponse is set on results of Create and Get.
+	LastResponse *Response `json:"-"`
+}
+
+// MarqueeList is the player's Marquees.
+type MarqueeList struct {
+	Data         []*Marquee `json:"data"`
+	LastResponse *Response  `json:"-"`
+}
+
+// MarqueeParams create a Marquee on a plan.
+type MarqueeParams struct {
+	Name string `json:"name"`
+	Plan string `json:"plan"`
+}
+
+// Accepted answers an asynchronous operation: poll RequestID with
+// Requests.Get or Requests.Wait.
+type Accepted struct {
+	RequestID    string    `json:"request_id"`
+	PlaygroundID string    `json:"playground_id,omitempty"`
+	LastResponse *Response `json:"-"`
+}
+
+// MarqueesService manages Marquees.
+type MarqueesService struct{ c *Client }
+
+// Create makes a Marquee; it is not funded until its first funding.
+func (s *MarqueesService) Create(ctx context.Context, p MarqueeParams) (*Marquee, error) {
+	var out Marquee
+	resp, err := s.c.do(ctx, http.MethodPost, "/v1/marquees", nil, p, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Get returns one Marquee.
+func (s *MarqueesService) Get(ctx context.Context, id string) (*Marquee, error) {
+	var out Marquee
+	resp, err := s.c.do(ctx, http.MethodGet, "/v1/marquees/"+url.PathEscape(id), nil, nil, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// List returns the player's Marquees.
+func (s *MarqueesService) List(ctx context.Context) (*MarqueeList, error) {
+	var out MarqueeList
+	resp, err := s.c.do(ctx, http.MethodGet, "/v1/marquees", nil, nil, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Fund asks for today's funding now instead of at the next sweep.
+func (s *MarqueesService) Fund(ctx context.Context, id string) (*Accepted, error) {
+	return s.c.accepted(ctx, "/v1/marquees/"+url.PathEscape(id)+"/fund", nil)
+}
+
+// Playground statuses.
+const (
+	PlaygroundProvisioning = "provisioning"
+	PlaygroundRunning      = "running"
+)
+
+// Playground is a workload on a Marquee.
+type Playground struct {
+	ID           string     `json:"id"`
+	MarqueeID    string     `json:"marquee_id"`
+	Name         string     `json:"name"`
+	Status       string     `json:"status"`
+	CreatedAt    time.Time  `json:"created_at"`
+	RunningAt    *time.Time `json:"running_at"`
+	RestartedAt  *time.Time `json:"restarted_at"`
+	RestartCount int        `json:"restart_count"`
+	SyncedAt     *time.Time `json:"synced_at"`
+	SyncCount    int        `json:"sync_count"`
+	LastResponse *Response  `json:"-"`
+}
+
+// PlaygroundParams create a playground.
+type PlaygroundParams struct {
+	Name string `json:"name,omitempty"`
+}
+
+// PlaygroundsService creates, restarts and syncs playgrounds. Each
+// operation is asynchronous and needs a funded Marquee: otherwise it fails
+// with code marquee_not_funded (402) and nothing is queued.
+type PlaygroundsService struct{ c *Client }
+
+// Create queues a new playground on a Marquee.
+func (s *PlaygroundsService) Create(ctx context.Context, marqueeID string, p *PlaygroundParams) (*Accepted, error) {
+	if p == nil {
+		p = &PlaygroundParams{}
+	}
+	return s.c.accepted(ctx, "/v1/marquees/"+url.PathEscape(marqueeID)+"/playgrounds", p)
+}
+
+// Restart queues a restart.
+func (s *PlaygroundsService) Restart(ctx context.Context, id string) (*Accepted, error) {
+	return s.c.accepted(ctx, "/v1/playgrounds/"+url.PathEscape(id)+"/restart", nil)
+}
+
+// Sync queues a sync.
+func (s *PlaygroundsService) Sync(ctx context.Context, id string) (*Accepted, error) {
+	return s.c.accepted(ctx, "/v1/playgrounds/"+url.PathEscape(id)+"/sync", nil)
+}
+
+// Get returns one playground.
+func (s *PlaygroundsService) Get(ctx context.Context, id string) (*Playground, error) {
+	var out Playground
+	resp, err := s.c.do(ctx, http.MethodGet, "/v1/playgrounds/"+url.PathEscape(id), nil, nil, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+func (c *Client) accepted(ctx context.Context, path string, in any) (*Accepted, error) {
+	var out Accepted
+	resp, err := c.do(ctx, http.MethodPost, path, nil, in, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Request statuses. Succeeded, Failed and Cancelled are terminal.
+const (
+	RequestQueued    = "queued"
+	RequestRunning   = "running"
+	RequestSucceeded = "succeeded"
+	RequestFailed    = "failed"
+	RequestCancelled = "cancelled"
+)
+
+// Request is an asynchronous operation.
+type Request struct {
+	ID string `json:"id"`
+	// Kind is fund, playground_create, playground_restart or playground_sync;
+	// Target names what it acts on, e.g. "playground:7".
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	Status string `json:"status"`
+	// Result is the operation's output once succeeded (may be null).
+	Result json.RawMessage `json:"result"`
+	// Error is the last error: why it failed, or why a queued retry is pending.
+	Error        string    `json:"error"`
+	LastResponse *Response `json:"-"`
+}
+
+// Done reports whether the request reached a terminal status.
+func (r *Request) Done() bool {
+	return r.Status == RequestSucceeded || r.Status == RequestFailed || r.Status == RequestCancelled
+}
+
+// RequestsService polls asynchronous requests.
+type RequestsService struct{ c *Client }
+
+// Get returns a request's current status.
+func (s *RequestsService) Get(ctx context.Context, id string) (*Request, error) {
+	var out Request
+	resp, err := s.c.do(ctx, http.MethodGet, "/v1/requests/"+url.PathEscape(id), nil, nil, &out)
+	return withResponse(&out, &out.LastResponse, resp, err)
+}
+
+// Wait polls a request until it is succeeded, failed or cancelled, or ctx
+// is done. A failed or cancelled request is returned without an error:
+// check Status.
+func (s *RequestsService) Wait(ctx context.Context, id string) (*Request, error) {
+	for {
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.Done() {
+			return r, nil
+		}
+		if err := sleep(ctx, s.c.pollInterval); err != nil {
+			return r, err
+		}
+	}
+}
+
+// withResponse attaches resp to a successful result.
+func withResponse[T any](out *T, slot **Response, resp *Response, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	*slot = resp
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package playground
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/fibe-dev/billing/enforcer"
+)
+
+// CreateArgs moves a new playground to running.
+type CreateArgs struct {
+	PlaygroundID int64 `json:"playground_id"`
+}
+
+// Kind implements river.JobArgs; stable, it is stored in river_job.
+func (CreateArgs) Kind() string { return "playground_create" }
+
+// RestartArgs records a restart.
+type RestartArgs struct {
+	PlaygroundID int64 `json:"playground_id"`
+}
+
+// Kind implements river.JobArgs.
+func (RestartArgs) Kind() string { return "playground_restart" }
+
+// SyncArgs records a sync.
+type SyncArgs struct {
+	PlaygroundID int64 `json:"playground_id"`
+}
+
+// Kind implements river.JobArgs.
+func (SyncArgs) Kind() string { return "playground_sync" }
+
+// The row change each job makes; $1 is the playground, $2 the job's now.
+const (
+	createSQL  = `UPDATE playgrounds SET status = 'running', running_at = COALESCE(running_at, $2) WHERE id = $1 RETURNING ` + columns
+	restartSQL = `UPDATE playgrounds SET restarted_at = $2, restart_count = restart_count + 1 WHERE id = $1 RETURNING ` + columns
+	syncSQL    = `UPDATE playgrounds SET synced_at = $2, sync_count = sync_count + 1 WHERE id = $1 RETURNING ` + columns
+)
+
+// WorkerOptions configure the workers.
+type WorkerOptions struct {
+	Pool *pgxpool.Pool
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// AddWorkers registers the create, restart and sync workers.
+func AddWorkers(workers *river.Workers, opts WorkerOptions) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	river.AddWorker(workers, &CreateWorker{opts: opts})
+	river.AddWorker(workers, &RestartWorker{opts: opts})
+	river.AddWorker(workers, &SyncWorker{opts: opts})
+}
+
+// CreateWorker works CreateArgs.
+type CreateWorker struct {
+	river.WorkerDefaults[CreateArgs]
+	opts WorkerOptions
+}
+
+// Work implements river.Worker.
+func (w *CreateWorker) Work(ctx context.Context, job *river.Job[CreateArgs]) error {
+	return work(ctx, w.opts, job, job.Args.PlaygroundID, createSQL)
+}
+
+// RestartWorker works RestartArgs.
+type RestartWorker struct {
+	river.WorkerDefaults[RestartArgs]
+	opts WorkerOptions
+}
+
+// Work implements river.Worker.
+func (w *RestartWorker) Work(ctx context.Context, job *river.Job[RestartArgs]) error {
+	return work(ctx, w.opts, job, job.Args.PlaygroundID, restartSQL)
+}
+
+// SyncWorker works SyncArgs.
+type SyncWorker struct {
+	river.WorkerDefaults[SyncArgs]
+	opts WorkerOptions
+}
+
+// Work implements river.Worker.
+func (w *SyncWorker) Work(ctx context.Context, job *river.Job[SyncArgs]) error {
+	return work(ctx, w.opts, job, job.Args.PlaygroundID, syncSQL)
+}
+
+// work applies update to the playground, records it as the job's output and
+// completes the job, all in one transaction. A missing playground or a
+// Marquee no longer funded cancels the job (visible in the River UI and as
+// a cancelled request) rather than retrying it.
+func work[T river.JobArgs](ctx context.Context, opts WorkerOptions, job *river.Job[T], id int64, update string) error {
+	now := opts.Now()
+	tx, err := opts.Pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	pg, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM playgrounds WHERE id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return cancelIfNotFound(err, id)
+	}
+	m, err := enforcer.GetMarquee(ctx, tx, pg.PlayerID, pg.MarqueeID)
+	if err != nil {
+		return err
+	}
+	if !enforcer.Funded(m, now) {
+		return river.JobCancel(fmt.Errorf("playground %d: marquee %d: %w", id, m.ID, enforcer.ErrNotFunded))
+	}
+	if pg, err = scan(tx.QueryRow(ctx, update, id, now)); err != nil {
+		return err
+	}
+	if err := river.RecordOutput(ctx, pg); err != nil {
+		return err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("playground: complete job: %w", err)
+	}
+	return tx.Commit(ctx)
+}
+
+func cancelIfNotFound(err error, id int64) error {
+	if errors.Is(err, ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("playground %d: %w", id, err))
+	}
+	return err
+}
