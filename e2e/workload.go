@@ -85,14 +85,14 @@ func (p *player) buy(ctx context.Context) {
 	provider := providers[p.rng.IntN(len(providers))]
 	sku := []string{"mana_1000", "mana_5000"}[p.rng.IntN(2)]
 	order, err := p.sdk.Checkouts.Create(ctx, fibe.CheckoutParams{SKU: sku, Provider: provider})
-	acked, _ := p.sdkResult(lastResp(order, func(o *fibe.Order) *fibe.Response { return o.LastResponse }), err)
-	if ctx.Err() != nil && !acked {
-		return
-	}
+	acked, refused := p.sdkResult(lastResp(order, func(o *fibe.Order) *fibe.Response { return o.LastResponse }), err)
+	// A call cut off by the end of the run is unknown too: the server may
+	// have committed it.
 	p.run.model.with(func() {
-		if acked {
+		switch {
+		case acked:
 			p.pm.checkouts++
-		} else {
+		case !refused:
 			p.pm.checkoutsUnknown++
 		}
 	})

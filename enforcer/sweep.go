@@ -175,9 +175,11 @@ type SweepWorker struct {
 	svc *Service
 }
 
-// Timeout implements river.Worker: a sweep of many Marquees outlasts
-// River's default minute.
-func (w *SweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return 15 * time.Minute }
+// The sweep runs under the client's job timeout (BILLING_JOB_TIMEOUT, 1m by
+// default; 100,000 Marquees take about 4 s). A longer per-kind timeout would
+// also delay River's rescue of a sweep whose leader was killed mid-run by
+// that long, since the rescuer waits out the job's timeout first. A timed-out
+// or rescued sweep is simply run again: it only enqueues unique jobs.
 
 // Work implements river.Worker.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {

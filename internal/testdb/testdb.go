@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,6 +41,13 @@ func Main(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// `go test -fuzz` re-runs the test binary as fuzz workers, which only
+	// call the fuzz target: start no cluster there. One would inherit the
+	// worker's pipes to the fuzz coordinator and, orphaned when the worker
+	// is killed, keep them open, so the coordinator waits forever.
+	if slices.Contains(os.Args[1:], "-test.fuzzworker") {
+		return m.Run()
+	}
 	stop, err := setup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testdb:", err)
