@@ -53,6 +53,7 @@ func TestChaos(t *testing.T) {
 	require.GreaterOrEqual(t, rep.WorkerKills, 5)
 	require.Equal(t, 1, rep.PGRestarts)
 	require.Equal(t, 1, rep.WebKills)
+	require.Positive(t, rep.BackendKills)
 	require.Positive(t, rep.Fulfilled)
 	require.Positive(t, rep.ProxyDropped, "the proxy must have dropped committed responses")
 }

@@ -12,6 +12,7 @@ import (
 // kills a web process, and halfway it restarts PostgreSQL with
 // `pg_ctl restart -m fast`. Everything must reconnect by itself.
 func (r *Run) injectFaults(ctx context.Context) {
+	go r.terminateBackends(ctx)
 	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 0xfa17))
 	start := time.Now()
 	webKilled, pgRestarted := false, false
@@ -73,4 +74,32 @@ func (r *Run) restartPostgres() {
 	r.faults.pgRestarts++
 	r.faults.mu.Unlock()
 	r.logf("postgres back after %v", time.Since(t0))
+}
+
+// terminateBackends cuts one random busy database session of the system
+// under test every few hundred milliseconds (pg_terminate_backend): a
+// statement or transaction dies mid-flight wherever it is, in intake, the
+// API or a worker, which is what exposes work that is not atomic (say, a
+// webhook claim committed before its fulfilment job is enqueued). The
+// harness's own sessions are spared.
+func (r *Run) terminateBackends(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 0xdead))
+	for {
+		sleepCtx(ctx, time.Duration(100+rng.IntN(300))*time.Millisecond)
+		if ctx.Err() != nil {
+			return
+		}
+		var killed bool
+		err := r.pool.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM (
+			SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_type = 'client backend'
+			  AND pid <> pg_backend_pid() AND application_name <> $1
+			  AND state IN ('active', 'idle in transaction')
+			ORDER BY random() LIMIT 1) s`, harnessAppName).Scan(&killed)
+		if err == nil && killed {
+			r.faults.mu.Lock()
+			r.faults.backendKills++
+			r.faults.mu.Unlock()
+		}
+	}
 }

@@ -15,7 +15,7 @@ type Report struct {
 	SDKUnknown, Gate402                                       int64
 	HooksSent, HooksAcked, HooksDuplicate, HookAttemptsFailed int64
 	ProxyForwarded, ProxyDropped                              int64
-	WorkerKills, WebKills, PGRestarts                         int
+	WorkerKills, WebKills, PGRestarts, BackendKills           int
 	Orders, Fulfilled, Rejected, MarqueesFunded               int
 	Checks                                                    []Check
 }
@@ -40,6 +40,7 @@ func (r *Run) newReport() *Report {
 		HookAttemptsFailed: m.hookAttemptsFailed.Load(),
 		ProxyForwarded:     r.proxy.forwarded.Load(), ProxyDropped: r.proxy.dropped.Load(),
 		WorkerKills: r.faults.workerKills, WebKills: r.faults.webKills, PGRestarts: r.faults.pgRestarts,
+		BackendKills: r.faults.backendKills,
 	}
 }
 
@@ -73,6 +74,7 @@ func (rep *Report) Print(w io.Writer) {
 	row("orders (fulfilled / rejected)", fmt.Sprintf("%d (%d / %d)", rep.Orders, rep.Fulfilled, rep.Rejected))
 	row("Marquees funded", rep.MarqueesFunded)
 	row("kill -9: workers / web; PostgreSQL restarts", fmt.Sprintf("%d / %d; %d", rep.WorkerKills, rep.WebKills, rep.PGRestarts))
+	row("database sessions terminated mid-flight", rep.BackendKills)
 	for _, c := range rep.Checks {
 		mark := "ok  "
 		if !c.OK {

@@ -75,9 +75,13 @@ type Run struct {
 }
 
 type faultCounts struct {
-	mu                                       sync.Mutex
-	workerKills, webKills, pgRestarts, stops int
+	mu                                              sync.Mutex
+	workerKills, webKills, pgRestarts, backendKills int
 }
+
+// harnessAppName marks the harness's own database sessions, which the
+// backend-terminating fault leaves alone.
+const harnessAppName = "billing-chaos-harness"
 
 type httpGetter interface {
 	Get(url string) (*http.Response, error)
@@ -134,7 +138,12 @@ func (r *Run) start(ctx context.Context) error {
 	if err := migrate.Wait(2 * time.Minute); err != nil {
 		return fmt.Errorf("e2e: migrate: %w", err)
 	}
-	if r.pool, err = pgxpool.New(ctx, r.pg.URL()); err != nil {
+	pcfg, err := pgxpool.ParseConfig(r.pg.URL())
+	if err != nil {
+		return err
+	}
+	pcfg.ConnConfig.RuntimeParams["application_name"] = harnessAppName
+	if r.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return err
 	}
 	for i := range r.opts.Webs {
