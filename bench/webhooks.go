@@ -30,6 +30,7 @@ func init() {
 		Flags: func(fs *pflag.FlagSet) {
 			fs.Float64("dup-ratio", 0.25, "fraction of deliveries that redeliver an event already sent")
 			fs.Int("orders", 64, "orders the completed payments are spread over")
+			processesFlag(fs, "web")
 		},
 		Run: runWebhooks,
 	})
@@ -72,6 +73,10 @@ func runWebhooks(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 	if dupRatio < 0 || dupRatio > 1 || nOrders < 1 {
 		return nil, errors.New("--dup-ratio must be within 0..1 and --orders at least 1")
 	}
+	plan, err := processCounts(fs)
+	if err != nil {
+		return nil, err
+	}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	secret := "whsec_bench_" + run
 	if len(env.Config.StripeSecrets) > 0 {
@@ -99,13 +104,22 @@ func runWebhooks(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
+	if plan != nil {
+		return webhooksProcesses(ctx, env, plan, secret, run, orders, dupRatio, func() (*Report, error) {
+			after, err := baseline("after")
+			if err != nil {
+				return nil, err
+			}
+			return meanReport(before, after), nil
+		})
+	}
 
 	url, stop, err := serveWebhooks(ctx, env, secret)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
-	d := &deliverer{url: url + "/webhooks/stripe", secret: secret, run: run, orders: orders, dupRatio: dupRatio,
+	d := &deliverer{urls: []string{url + "/webhooks/stripe"}, secret: secret, run: run, orders: orders, dupRatio: dupRatio,
 		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: env.Clients * 2, MaxIdleConnsPerHost: env.Clients * 2}},
 		sent: make([][][]byte, env.Clients)}
@@ -196,14 +210,15 @@ func serveWebhooks(ctx context.Context, env Env, secret string) (string, func(),
 // deliverer is the provider side: it signs and POSTs completed payments,
 // redelivering an event it already sent with probability dupRatio.
 type deliverer struct {
-	url, secret, run string
-	orders           []*fulfillment.Order
-	dupRatio         float64
-	http             *http.Client
-	sent             [][][]byte   // per client, bodies already delivered (a ring)
-	next             atomic.Int64 // numbers new events across runs (warm-up, measured)
-	claimed          atomic.Int64
-	duplicates       atomic.Int64
+	urls        []string // client i delivers to urls[i % len]
+	secret, run string
+	orders      []*fulfillment.Order
+	dupRatio    float64
+	http        *http.Client
+	sent        [][][]byte   // per client, bodies already delivered (a ring)
+	next        atomic.Int64 // numbers new events across runs (warm-up, measured)
+	claimed     atomic.Int64
+	duplicates  atomic.Int64
 }
 
 const sentRing = 256
@@ -225,7 +240,7 @@ func (d *deliverer) op(ctx context.Context, client int, _ int64) error {
 		}
 	}
 	name, value := webhook.SignStripe(d.secret, body, time.Now())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.urls[client%len(d.urls)], bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
