@@ -28,7 +28,7 @@ func init() {
 			fs.Int("sweep-marquees", 100_000, "Marquees the timed sweep pages through and enqueues (0 skips it)")
 			fs.Int("max-workers", 0, "River MaxWorkers of the measured queue, for both fund_day and no-op (0: the worker process's, jobs.Queues)")
 			fs.Int("rounds", 3, "rounds alternating the four measurements (each gets marquees/rounds jobs, duration/rounds)")
-			fs.Duration("fetch-cooldown", 0, "River FetchCooldown of the measured queue, for both (0: River's default, 100ms)")
+			fs.Duration("fetch-cooldown", 0, "River FetchCooldown of the measured queue, for both (0: the worker process's, jobs.Queues)")
 			processesFlag(fs, "worker")
 		},
 		Run: runFunding,
@@ -46,6 +46,10 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	qc := queueConfig{}
 	qc.MaxWorkers, _ = fs.GetInt("max-workers")
 	qc.FetchCooldown, _ = fs.GetDuration("fetch-cooldown")
+	// Measure what the worker process runs unless told otherwise.
+	if prod := jobs.Queues()[jobs.QueueFunding]; qc.FetchCooldown == 0 {
+		qc.FetchCooldown = prod.FetchCooldown
+	}
 	if n <= 0 || rounds <= 0 || n < rounds {
 		return nil, fmt.Errorf("bench funding: --marquees and --rounds must be positive, marquees >= rounds")
 	}
