@@ -193,6 +193,11 @@ func serveWebhooks(ctx context.Context, env Env, secret string) (string, func(),
 	}
 	h := webhook.NewHandler(webhook.Options{Pool: env.Pool, River: client, Logger: env.Logger,
 		Secrets: map[string][]string{fulfillment.ProviderStripe: {secret}}})
+	return serveLoopback(ctx, h)
+}
+
+// serveLoopback serves h on a fresh loopback port until stop is called.
+func serveLoopback(ctx context.Context, h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
