@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,7 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 	var clients int
 	var duration time.Duration
 	var asJSON bool
+	var cpuProfile string
 	c := &cobra.Command{
 		Use:   b.Name,
 		Short: b.Short,
@@ -48,7 +50,12 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 			defer pool.Close()
 			env := bench.Env{Pool: pool, DatabaseURL: cfg.DatabaseURL, Config: cfg, Clients: clients,
 				Duration: duration, Logger: logger, Progress: os.Stderr}
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
 			report, err := b.Run(cmd.Context(), env, cmd.Flags())
+			stop()
 			if err != nil {
 				return err
 			}
@@ -65,8 +72,27 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 	c.Flags().IntVar(&clients, "clients", 8, "concurrent clients")
 	c.Flags().DurationVar(&duration, "duration", 10*time.Second, "how long each measured run lasts")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one compact JSON object")
+	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process (load generator and in-process servers) to this file, for go tool pprof")
 	if b.Flags != nil {
 		b.Flags(c.Flags())
 	}
 	return c
+}
+
+// startCPUProfile profiles this process into path until the returned stop
+// is called; with an empty path it does nothing. Where the Go side of a
+// bench spends its CPU is what decides which round trip or encoding to cut.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
