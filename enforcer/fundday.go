@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/fibe-dev/billing/wallet"
@@ -227,42 +226,42 @@ type FundDayWorker struct {
 	svc *Service
 }
 
-// Work implements river.Worker.
+// Work implements river.Worker: the job joins the next batch of fund_day
+// jobs (fundbatch.go), which funds and completes it in one transaction with
+// the other jobs running at the same time.
 func (w *FundDayWorker) Work(ctx context.Context, job *river.Job[FundDayArgs]) error {
-	tx, err := w.svc.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("enforcer: begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	res, err := w.svc.FundDayTx(ctx, tx, job.Args)
+	res, err := w.svc.funder.Do(ctx, fundItem{ctx: ctx, job: job})
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidDay), errors.Is(err, wallet.ErrIdempotencyKeyReused):
 		return river.JobCancel(err) // retrying cannot help
 	case err != nil:
 		return err
 	}
-	if h := w.svc.hooks.afterPost; h != nil {
-		if err := h(ctx, tx, job); err != nil {
-			return err
-		}
-	}
-	if err := river.RecordOutput(ctx, res); err != nil {
-		return err
-	}
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-		return fmt.Errorf("enforcer: complete job %d: %w", job.ID, err)
-	}
-	if h := w.svc.hooks.beforeCommit; h != nil {
-		if err := h(ctx, tx, job); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("enforcer: commit: %w", err)
-	}
-	res.observe()
 	if res.Outcome == OutcomeInsufficient {
 		w.svc.logger.InfoContext(ctx, "marquee unfunded", "marquee_id", res.MarqueeID, "day", res.Day, "reason", res.Error)
 	}
 	return nil
+}
+
+// fundAlone funds one job in its own transaction, completing it there: for
+// a job whose Marquee already has another day in the same batch.
+func (s *Service) fundAlone(ctx context.Context, job *river.Job[FundDayArgs]) (*FundResult, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	res, err := s.FundDayTx(ctx, tx, job.Args)
+	if err != nil {
+		return nil, err
+	}
+	p := &planned{item: fundItem{ctx: ctx, job: job}, res: res, complete: true}
+	if err := s.completeJobs(ctx, tx, []*planned{p}); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("enforcer: commit: %w", err)
+	}
+	res.observe()
+	return res, nil
 }

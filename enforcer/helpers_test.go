@@ -1,6 +1,7 @@
 package enforcer_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -172,6 +173,8 @@ type clientOpts struct {
 	svc      *enforcer.Service // whose workers to run; nil: insert-only
 	workers  *river.Workers    // overrides svc
 	periodic []*river.PeriodicJob
+	// maxWorkers of the funding queue; 0 is 8.
+	maxWorkers int
 }
 
 // client starts a River client on e's database, stopped at cleanup.
@@ -185,7 +188,7 @@ func (e *env) client(o clientOpts) *river.Client[pgx.Tx] {
 	}
 	if workers != nil {
 		cfg.Workers, cfg.PeriodicJobs = workers, o.periodic
-		cfg.Queues = map[string]river.QueueConfig{enforcer.QueueFunding: {MaxWorkers: 8}, river.QueueDefault: {MaxWorkers: 2}}
+		cfg.Queues = map[string]river.QueueConfig{enforcer.QueueFunding: {MaxWorkers: cmp.Or(o.maxWorkers, 8)}, river.QueueDefault: {MaxWorkers: 2}}
 	}
 	client, err := river.NewClient(riverpgxv5.New(e.pool), cfg)
 	require.NoError(e.t, err)

@@ -36,6 +36,11 @@ var (
 		Help:    "How far into its service day a Marquee got funded.",
 		Buckets: []float64{1, 5, 15, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 25 * 3600},
 	})
+	fundBatchSize = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "billing_funding_batch_size",
+		Help:    "fund_day jobs funded together in one transaction (group commit); mostly 1 means the funding queue runs too few workers to batch.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	})
 )
 
 func init() {

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/groupcommit"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -26,6 +27,9 @@ type Options struct {
 	// SweepWorkers is how many batches a sweep inserts at once; 0 is
 	// DefaultSweepWorkers.
 	SweepWorkers int
+	// FundBatch caps how many fund_day jobs are funded in one transaction;
+	// 0 is DefaultFundBatch.
+	FundBatch int
 }
 
 // Sweep defaults: DefaultBatchSize bounds a sweep's memory and transaction
@@ -46,6 +50,8 @@ type Service struct {
 	// sweepWorkers insert batches concurrently.
 	sweepWorkers int
 	hooks        hooks
+	// funder group-commits fund_day jobs (fundbatch.go).
+	funder *groupcommit.Batcher[fundItem, *FundResult]
 }
 
 // hooks let tests fail or inspect a fund_day transaction at its critical
@@ -74,6 +80,10 @@ func New(pool *pgxpool.Pool, w *wallet.Store, opts Options) *Service {
 	if s.sweepWorkers <= 0 {
 		s.sweepWorkers = DefaultSweepWorkers
 	}
+	if opts.FundBatch <= 0 {
+		opts.FundBatch = DefaultFundBatch
+	}
+	s.funder = groupcommit.New(s.fundBatch, groupcommit.Options{MaxBatch: opts.FundBatch})
 	return s
 }
 

@@ -1,0 +1,140 @@
+package enforcer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/enforcer"
+)
+
+// TestFundDayJobsAreGroupCommitted enqueues every kind of fund_day job at
+// once and lets one worker run 64 at a time: each job gets the outcome it
+// would get alone, each Marquee-day is debited at most once, and the
+// debits share transactions (rows of one transaction share created_at, the
+// transaction's start).
+func TestFundDayJobsAreGroupCommitted(t *testing.T) {
+	t.Parallel()
+	day := "2024-03-10"
+	e := newEnv(t, 20, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
+	var rich, poor, stopped, paid []*enforcer.Marquee
+	for range 100 {
+		rich = append(rich, e.marquee(e.player(1000)))
+	}
+	for range 10 {
+		poor = append(poor, e.marquee(e.player(50)))
+	}
+	for range 5 {
+		m := e.marquee(e.player(1000))
+		_, err := e.pool.Exec(e.ctx, `UPDATE marquees SET desired_state = 'stopped', status = 'stopped' WHERE id = $1`, m.ID)
+		require.NoError(t, err)
+		stopped = append(stopped, m)
+	}
+	for range 5 {
+		m := e.marquee(e.player(1000))
+		_, err := e.svc.FundDay(e.ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: day})
+		require.NoError(t, err)
+		paid = append(paid, m)
+	}
+	var params []river.InsertManyParams
+	for _, set := range [][]*enforcer.Marquee{rich, poor, stopped, paid} {
+		for _, m := range set {
+			params = append(params, river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: m.ID, Day: day}})
+		}
+	}
+	missing := rich[len(rich)-1].ID + 1000
+	params = append(params,
+		river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: missing, Day: day}},
+		// Two days of one Marquee in the same batch: the second runs alone.
+		river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: rich[0].ID, Day: "2024-03-11"}})
+	inserter := e.client(clientOpts{})
+	require.NoError(t, pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {
+		_, err := inserter.InsertManyTx(e.ctx, tx, params)
+		return err
+	}))
+	e.client(clientOpts{id: "w", svc: e.svc, maxWorkers: 64})
+	e.waitIdle(30 * time.Second)
+
+	end := time.Date(2024, 3, 11, 0, 0, 0, 0, utc)
+	for _, m := range rich[1:] {
+		jobs := e.fundDayJobs(m.ID)
+		require.Len(t, jobs, 1)
+		require.Equal(t, "completed", jobs[0].State)
+		requireOutput(t, jobs[0], enforcer.OutcomeFunded)
+		require.Equal(t, int64(1), e.debits(m.ID))
+		require.Equal(t, int64(900), e.sparks(m.PlayerID))
+		got := e.get(m)
+		require.Equal(t, enforcer.StatusFunded, got.Status)
+		require.True(t, got.PaidThrough.Equal(end), "paid through %v", got.PaidThrough)
+	}
+	require.Equal(t, int64(2), e.debits(rich[0].ID), "two days, one debit each")
+	require.True(t, e.get(rich[0]).PaidThrough.Equal(end.AddDate(0, 0, 1)))
+	for _, m := range poor {
+		jobs := e.fundDayJobs(m.ID)
+		require.Equal(t, "completed", jobs[0].State)
+		require.Zero(t, jobs[0].Errors, "no retry storm")
+		requireOutput(t, jobs[0], enforcer.OutcomeInsufficient)
+		require.Zero(t, e.debits(m.ID))
+		got := e.get(m)
+		require.Equal(t, enforcer.StatusUnfunded, got.Status)
+		require.Contains(t, got.LastError, "insufficient")
+	}
+	for _, m := range stopped {
+		requireOutput(t, e.fundDayJobs(m.ID)[0], enforcer.OutcomeStopped)
+		require.Zero(t, e.debits(m.ID))
+	}
+	for _, m := range paid {
+		requireOutput(t, e.fundDayJobs(m.ID)[0], enforcer.OutcomeAlreadyPaid)
+		require.Equal(t, int64(1), e.debits(m.ID))
+	}
+	var state string
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE kind = 'fund_day'
+		AND (args->>'marquee_id')::bigint = $1`, missing).Scan(&state))
+	require.Equal(t, "cancelled", state, "a missing Marquee cannot be funded by retrying")
+
+	txs := e.count(`SELECT count(DISTINCT created_at) FROM wallet_transactions WHERE kind = 'funding'
+		AND reference LIKE 'marquee:%:2024-03-10'`)
+	debits := e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'funding' AND reference LIKE 'marquee:%:2024-03-10'`)
+	require.Equal(t, int64(100+5), debits)
+	require.Less(t, txs, debits/3, "%d debits in %d transactions: fund_day jobs were not group-committed", debits, txs)
+}
+
+// TestFailedBatchIsRetriedJobByJob fails every batch's first attempt after
+// its debits, before commit: the batch rolls back as a whole, River retries
+// each job, and each Marquee is debited exactly once.
+func TestFailedBatchIsRetriedJobByJob(t *testing.T) {
+	t.Parallel()
+	day := "2024-03-10"
+	e := newEnv(t, 20, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
+	var ms []*enforcer.Marquee
+	var params []river.InsertManyParams
+	for range 30 {
+		m := e.marquee(e.player(1000))
+		ms = append(ms, m)
+		params = append(params, river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: m.ID, Day: day}})
+	}
+	e.svc.SetHooks(func(ctx context.Context, tx pgx.Tx, job *river.Job[enforcer.FundDayArgs]) error {
+		if job.Attempt == 1 {
+			return errors.New("injected failure after the debits")
+		}
+		return nil
+	}, nil)
+	_, err := e.client(clientOpts{}).InsertMany(e.ctx, params)
+	require.NoError(t, err)
+	e.client(clientOpts{id: "w", svc: e.svc, maxWorkers: 32})
+	e.waitIdle(30 * time.Second)
+	for _, m := range ms {
+		jobs := e.fundDayJobs(m.ID)
+		require.Len(t, jobs, 1)
+		require.Equal(t, "completed", jobs[0].State)
+		require.Equal(t, 2, jobs[0].Attempt, "retried once by River")
+		requireOutput(t, jobs[0], enforcer.OutcomeFunded)
+		require.Equal(t, int64(1), e.debits(m.ID))
+		require.Equal(t, int64(900), e.sparks(m.PlayerID))
+	}
+}
