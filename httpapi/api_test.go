@@ -284,3 +284,20 @@ func counterValue(t *testing.T, route, code string) float64 {
 	require.NoError(t, httpRequests.WithLabelValues(route, code).Write(&m))
 	return m.GetCounter().GetValue()
 }
+
+// TestUnmatchedRoutesAnswerProblems: a path no route serves and a method a
+// route does not take are answered in the API's one error format.
+func TestUnmatchedRoutesAnswerProblems(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	r := e.do(alice, http.MethodGet, "/v1/no-such-thing", "", "")
+	requireProblem(t, r, http.StatusNotFound, CodeNotFound)
+	r = e.do(alice, http.MethodDelete, "/v1/wallets", "", "")
+	requireProblem(t, r, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+	require.Contains(t, r.header.Get("Allow"), http.MethodGet)
+	r = e.do(player{}, http.MethodGet, "/nowhere", "", "")
+	requireProblem(t, r, http.StatusNotFound, CodeNotFound)
+	r = e.do(alice, http.MethodGet, "/healthz", "", "")
+	require.Equal(t, http.StatusOK, r.status, "matched routes are untouched")
+}

@@ -37,6 +37,7 @@ const (
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"
 	CodeBodyTooLarge          = "body_too_large"
 	CodeInternal              = "internal"
+	CodeMethodNotAllowed      = "method_not_allowed"
 )
 
 // apiError is an error that already knows its answer (validation of the
@@ -126,4 +127,33 @@ func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
 		Code: code, Detail: detail})
+}
+
+// unmatched answers a request no route matched (the mux's 404, or its 405
+// with the Allow header) as problem+json like every other error, instead
+// of the mux's text/plain: clients parse one error format.
+type unmatched struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (u *unmatched) WriteHeader(status int) {
+	if u.wrote {
+		return
+	}
+	u.wrote = true
+	code, detail := CodeNotFound, "no such route"
+	if status == http.StatusMethodNotAllowed {
+		code, detail = CodeMethodNotAllowed, "method not allowed on this route; see the Allow header"
+	}
+	u.Header().Del("X-Content-Type-Options")
+	writeProblem(u.ResponseWriter, status, code, detail)
+}
+
+// Write drops the mux's text body: WriteHeader wrote the problem.
+func (u *unmatched) Write(b []byte) (int, error) {
+	if !u.wrote {
+		u.WriteHeader(http.StatusOK)
+	}
+	return len(b), nil
 }

@@ -63,8 +63,14 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request no route matches gets its
+// 404 or 405 as problem+json.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		w = &unmatched{ResponseWriter: w}
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Start starts the River UI's background services.
 func (s *Server) Start(ctx context.Context) error {
