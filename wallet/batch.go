@@ -14,7 +14,9 @@ import (
 // PostTx would (the pre-check by key, the locked conditional statement under
 // its own savepoint, the rescue of a concurrent winner), but in a few round
 // trips for the whole batch instead of two per post: one lookup of every
-// key, then every statement pipelined with its SAVEPOINT and RELEASE.
+// key, then every statement in one pipeline under one savepoint; only if
+// one of them fails is the pipeline undone and each post redone under a
+// savepoint of its own.
 //
 // Results are per post, in the order of ps: out[i] is the transaction
 // (Replayed for a replay) or errs[i] says why post i was refused
@@ -45,8 +47,19 @@ func (s *Store) PostManyTx(ctx context.Context, tx pgx.Tx, ps []PostParams) (out
 		return out, errs, err
 	}
 	pending, again := s.prepare(legs, errs, out, stored)
-	if err := s.applyPipelined(ctx, tx, legs, pending, out, errs); err != nil {
+	applied, err := applyAll(ctx, tx, legs, pending, out, errs)
+	if err != nil {
 		return out, errs, err
+	}
+	if !applied {
+		if err := s.applyPipelined(ctx, tx, legs, pending, out, errs); err != nil {
+			return out, errs, err
+		}
+	}
+	for _, i := range pending {
+		if errs[i] == errRefused {
+			out[i], errs[i] = s.rescue(ctx, tx, legs[i], errRefused)
+		}
 	}
 	// A key given twice in one batch: the first application is now visible
 	// in tx, so the ordinary path answers the others as replays.
@@ -93,13 +106,72 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
+// batchSavepoint guards applyAll's pipeline as a whole.
+const batchSavepoint = "wallet_batch"
+
+// applyAll is the common case in one round trip: every pending statement
+// under ONE savepoint, without a savepoint of its own (a subtransaction
+// per post costs its SAVEPOINT and RELEASE, and past 64 of them in one
+// transaction PostgreSQL's subtransaction cache overflows). A refusal is
+// an answer, not an error. If any statement fails (a concurrent winner's
+// key, an overflow), the whole pipeline is rolled back, nothing of it
+// stays, and it reports applied == false for applyPipelined to redo the
+// posts one savepoint each.
+func applyAll(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []*Transaction, errs []error) (applied bool, err error) {
+	if len(pending) == 0 {
+		return true, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT " + batchSavepoint)
+	for _, i := range pending {
+		sql, args := legs[i].sql()
+		b.Queue(sql, args...)
+	}
+	b.Queue("RELEASE SAVEPOINT " + batchSavepoint)
+	br := tx.SendBatch(ctx, b)
+	failed := readAll(br, pending, out, errs)
+	if cerr := br.Close(); failed == nil && cerr != nil {
+		failed = cerr
+	}
+	if failed == nil {
+		return true, nil
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+batchSavepoint+"; RELEASE SAVEPOINT "+batchSavepoint); err != nil {
+		return false, fmt.Errorf("wallet: roll back batch after %v: %w", failed, err)
+	}
+	for _, i := range pending {
+		out[i], errs[i] = nil, nil
+	}
+	return false, nil
+}
+
+// readAll reads applyAll's answers; the first error stops it.
+func readAll(br pgx.BatchResults, pending []int, out []*Transaction, errs []error) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	for _, i := range pending {
+		t, err := scanTx(br.QueryRow())
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			errs[i] = errRefused
+		case err != nil:
+			return err
+		default:
+			out[i] = t
+		}
+	}
+	_, err := br.Exec()
+	return err
+}
+
 // applyPipelined sends the pending posts' statements in one pipeline. A
 // statement error stops the pipeline where it happened (PostgreSQL skips
 // the rest): that post's savepoint is rolled back, it is rescued or refused
 // alone, and the remaining posts go out in a new pipeline.
 func (s *Store) applyPipelined(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []*Transaction, errs []error) error {
 	for len(pending) > 0 {
-		done, failed, err := sendPosts(ctx, tx, legs, pending, out, errs)
+		_, failed, err := sendPosts(ctx, tx, legs, pending, out, errs)
 		if failed < 0 && err != nil {
 			return fmt.Errorf("wallet: post batch: %w", err)
 		}
@@ -110,11 +182,6 @@ func (s *Store) applyPipelined(ctx context.Context, tx pgx.Tx, legs []leg, pendi
 			}
 			i := pending[failed]
 			out[i], errs[i] = s.rescue(ctx, tx, legs[i], classify(err))
-		}
-		for _, i := range pending[:done] {
-			if errs[i] == errRefused {
-				out[i], errs[i] = s.rescue(ctx, tx, legs[i], errRefused)
-			}
 		}
 		if failed < 0 {
 			return nil
