@@ -1,0 +1,171 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fibe-dev/billing/fulfillment"
+)
+
+// Default sizes of the claim batcher (Options.ClaimBatch, ClaimConcurrency).
+const (
+	DefaultClaimBatch       = 64
+	DefaultClaimConcurrency = 2
+)
+
+// claimReq is one verified delivery waiting for its claim.
+type claimReq struct {
+	ev   *Event
+	body []byte
+	at   time.Time // claimed_at, taken when the delivery arrived
+}
+
+// claimKey is what webhook_events is UNIQUE on.
+type claimKey struct{ provider, eventID string }
+
+func (r claimReq) key() claimKey { return claimKey{r.ev.Provider, r.ev.ID} }
+
+// hooks are seams for this package's tests (set through export_test.go);
+// all nil in production.
+type hooks struct {
+	// queued is called by each delivery just before it joins a batch.
+	queued func()
+	// batch is called with the event ids of each batch before it runs.
+	batch func(eventIDs []string)
+}
+
+// claim claims ev, and enqueues its fulfilment, in the next batch of
+// concurrent claims. It reports whether this delivery won. The wait is
+// bounded like a claim transaction, so a stuck database answers 503; the
+// batch may still commit the claim then, and the provider's retry is
+// answered as a duplicate.
+func (h *handler) claim(ctx context.Context, ev *Event, body []byte) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	if h.opts.hooks.queued != nil {
+		h.opts.hooks.queued()
+	}
+	return h.claims.Do(ctx, claimReq{ev: ev, body: body, at: h.opts.Now()})
+}
+
+// claimBatch is the groupcommit function of the claims: every candidate of
+// the batch is claimed, and the won payments enqueued, in one transaction
+// (see commitBatch). When that fails, each delivery is retried alone with
+// claimOne, so one poison delivery fails only itself; the batch-level
+// error is therefore always nil.
+func (h *handler) claimBatch(ctx context.Context, reqs []claimReq) ([]bool, []error, error) {
+	if h.opts.hooks.batch != nil {
+		h.opts.hooks.batch(eventIDs(reqs))
+	}
+	won, errs := make([]bool, len(reqs)), make([]error, len(reqs))
+	cands := candidates(reqs)
+	claimed, err := h.commitBatch(ctx, reqs, cands)
+	if err != nil {
+		h.opts.Logger.Warn("webhook: batch claim failed, retrying its deliveries one by one",
+			"deliveries", len(reqs), "error", err)
+		h.claimEach(ctx, reqs, won, errs)
+		return won, errs, nil
+	}
+	for _, i := range cands {
+		_, won[i] = claimed[reqs[i].key()]
+	}
+	return won, errs, nil
+}
+
+// candidates returns the index of the first delivery of each (provider,
+// event id) in reqs; the others are duplicates of it and lose.
+func candidates(reqs []claimReq) []int {
+	seen := make(map[claimKey]struct{}, len(reqs))
+	out := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		if _, dup := seen[r.key()]; !dup {
+			seen[r.key()] = struct{}{}
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func eventIDs(reqs []claimReq) []string {
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = r.ev.ID
+	}
+	return ids
+}
+
+// claimEach runs every delivery of a failed batch alone, concurrently
+// (each on its own connection, with its own timeout).
+func (h *handler) claimEach(ctx context.Context, reqs []claimReq, won []bool, errs []error) {
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Go(func() { won[i], errs[i] = h.claimOne(ctx, reqs[i]) })
+	}
+	wg.Wait()
+}
+
+const claimSQL = `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount, paid_currency,
+	payload, claimed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING id`
+
+// claimOne is the single-delivery path, the fallback and the reference of
+// a batch: it inserts the event row and, for a won completed payment, its
+// fulfil job, in one transaction. It reports whether this delivery won.
+func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	ev := r.ev
+	args := []any{ev.Provider, ev.ID, ev.Type, nil, nil, nil, r.body, r.at}
+	if p := ev.Payment; p != nil {
+		args[3], args[4], args[5] = p.OrderID, p.Amount, p.Currency
+	}
+	if ev.Payment == nil {
+		// Nothing else to commit with it: a single autocommit statement.
+		return claimed(h.opts.Pool.QueryRow(ctx, claimSQL, args...))
+	}
+	tx, err := h.opts.Pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("webhook: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	won, err := claimed(tx.QueryRow(ctx, claimSQL, args...))
+	if err != nil || !won {
+		return false, err
+	}
+	if _, err = h.opts.River.InsertTx(ctx, tx, fulfilArgs(ev), nil); err != nil {
+		return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("webhook: commit claim: %w", err)
+	}
+	return true, nil
+}
+
+func claimed(row pgx.Row) (bool, error) {
+	var id int64
+	err := row.Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // another delivery holds the claim
+	}
+	if err != nil {
+		return false, fmt.Errorf("webhook: claim: %w", err)
+	}
+	return true, nil
+}
+
+func fulfilArgs(ev *Event) fulfillment.FulfillOrderArgs {
+	return fulfillment.FulfillOrderArgs{
+		OrderID:      ev.Payment.OrderID,
+		EventID:      ev.ID,
+		Provider:     ev.Provider,
+		PaidAmount:   ev.Payment.Amount,
+		PaidCurrency: ev.Payment.Currency,
+	}
+}

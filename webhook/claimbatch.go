@@ -1,0 +1,118 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+)
+
+const claimBatchSQL = `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount, paid_currency,
+	payload, claimed_at)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bytea[],
+	$8::timestamptz[])
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING provider, event_id`
+
+// commitBatch claims the candidates of reqs and enqueues the fulfilment of
+// the won completed payments in one transaction: BEGIN pipelined with the
+// claim INSERT (one round trip), one InsertManyTx when a payment won, and
+// COMMIT. Claims alone (no payment among them) need no transaction: their
+// INSERT is one autocommit statement. It returns the keys won.
+func (h *handler) commitBatch(ctx context.Context, reqs []claimReq, cands []int) (map[claimKey]struct{}, error) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	args, payments := claimArgs(reqs, cands)
+	if !payments {
+		rows, err := h.opts.Pool.Query(ctx, claimBatchSQL, args...)
+		return collectClaims(rows, err, len(cands))
+	}
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(claimBatchSQL, args...)
+	br := h.opts.Pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	claimed, err := readClaims(br, len(cands))
+	if err != nil {
+		return nil, err
+	}
+	if jobs := fulfilJobs(reqs, cands, claimed); len(jobs) > 0 {
+		if _, err := h.opts.River.InsertManyTx(ctx, tx, jobs); err != nil {
+			return nil, fmt.Errorf("webhook: enqueue %d fulfilments: %w", len(jobs), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("webhook: commit batch: %w", err)
+	}
+	return claimed, nil
+}
+
+// claimArgs are the claim INSERT's arrays, one element per candidate, and
+// whether any candidate is a completed payment.
+func claimArgs(reqs []claimReq, cands []int) (args []any, payments bool) {
+	n := len(cands)
+	var (
+		providers, ids, types = make([]string, n), make([]string, n), make([]string, n)
+		orders, amounts       = make([]*int64, n), make([]*int64, n)
+		currencies            = make([]*string, n)
+		payloads              = make([][]byte, n)
+		ats                   = make([]time.Time, n)
+	)
+	for j, i := range cands {
+		r := reqs[i]
+		providers[j], ids[j], types[j], payloads[j], ats[j] = r.ev.Provider, r.ev.ID, r.ev.Type, r.body, r.at
+		if p := r.ev.Payment; p != nil {
+			orders[j], amounts[j], currencies[j] = &p.OrderID, &p.Amount, &p.Currency
+			payments = true
+		}
+	}
+	return []any{providers, ids, types, orders, amounts, currencies, payloads, ats}, payments
+}
+
+// readClaims reads the results of the batch BEGIN; claim INSERT, and closes
+// it (after which its transaction may be used).
+func readClaims(br pgx.BatchResults, n int) (map[claimKey]struct{}, error) {
+	_, err := br.Exec()
+	if err != nil {
+		_ = br.Close()
+		return nil, fmt.Errorf("webhook: begin batch: %w", err)
+	}
+	rows, err := br.Query()
+	claimed, err := collectClaims(rows, err, n)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("webhook: batch claim: %w", cerr)
+	}
+	return claimed, err
+}
+
+// collectClaims reads the keys the claim INSERT returned.
+func collectClaims(rows pgx.Rows, err error, n int) (map[claimKey]struct{}, error) {
+	if err != nil {
+		return nil, fmt.Errorf("webhook: batch claim: %w", err)
+	}
+	claimed := make(map[claimKey]struct{}, n)
+	var k claimKey
+	_, err = pgx.ForEachRow(rows, []any{&k.provider, &k.eventID}, func() error {
+		claimed[k] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: batch claim: %w", err)
+	}
+	return claimed, nil
+}
+
+// fulfilJobs are the fulfil_order jobs of the won completed payments.
+func fulfilJobs(reqs []claimReq, cands []int, claimed map[claimKey]struct{}) []river.InsertManyParams {
+	var jobs []river.InsertManyParams
+	for _, i := range cands {
+		r := reqs[i]
+		if _, won := claimed[r.key()]; won && r.ev.Payment != nil {
+			jobs = append(jobs, river.InsertManyParams{Args: fulfilArgs(r.ev)})
+		}
+	}
+	return jobs
+}
