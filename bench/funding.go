@@ -50,6 +50,9 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	if prod := jobs.Queues()[jobs.QueueFunding]; qc.FetchCooldown == 0 {
 		qc.FetchCooldown = prod.FetchCooldown
 	}
+	// The no-op baseline runs with the funding queue's settings too (not
+	// the default queue's): same workers, same cooldown.
+	qc = queueConfig(qc.resolve(jobs.QueueFunding))
 	if n <= 0 || rounds <= 0 || n < rounds {
 		return nil, fmt.Errorf("bench funding: --marquees and --rounds must be positive, marquees >= rounds")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
@@ -107,15 +108,14 @@ func (s *Service) plan(items []fundItem) (together, alone []*planned) {
 
 // fundTogether runs the shared transaction. An error fails the whole batch.
 func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("enforcer: begin batch: %w", err)
+	tx, err := lockMarquees(ctx, s.pool, plans)
+	if tx != nil {
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	now := s.now()
-	if err := lockMarquees(ctx, tx, plans); err != nil {
+	if err != nil {
 		return err
 	}
+	now := s.now()
 	if err := s.debit(ctx, tx, plans, now); err != nil {
 		return err
 	}
@@ -137,17 +137,43 @@ func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
 	return nil
 }
 
-// lockMarquees locks the batch's Marquees in id order and reads them; a
+// lockMarquees begins the batch's transaction and, in the same round trip
+// (pgx's Batch.BeginTx), locks its Marquees in id order and reads them; a
 // missing one fails its job with ErrNotFound.
-func lockMarquees(ctx context.Context, tx pgx.Tx, plans []*planned) error {
+func lockMarquees(ctx context.Context, pool *pgxpool.Pool, plans []*planned) (pgx.Tx, error) {
 	ids := make([]int64, len(plans))
 	for i, p := range plans {
 		ids[i] = p.res.MarqueeID
 	}
-	rows, err := tx.Query(ctx, `SELECT id, player_id, daily_price, desired_state = 'running', paid_through
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`SELECT id, player_id, daily_price, desired_state = 'running', paid_through
 		FROM marquees WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	br := pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	found, err := readLocked(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
 	if err != nil {
-		return fmt.Errorf("enforcer: lock marquees: %w", err)
+		return tx, fmt.Errorf("enforcer: lock marquees: %w", err)
+	}
+	for _, p := range plans {
+		if p.marquee = found[p.res.MarqueeID]; p.marquee == nil {
+			p.err = fmt.Errorf("%w: %d", ErrNotFound, p.res.MarqueeID)
+		}
+	}
+	return tx, nil
+}
+
+// readLocked reads the BEGIN and the locked Marquees, by id.
+func readLocked(br pgx.BatchResults) (map[int64]*lockedMarquee, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
 	}
 	found := map[int64]*lockedMarquee{}
 	var id int64
@@ -157,15 +183,7 @@ func lockMarquees(ctx context.Context, tx pgx.Tx, plans []*planned) error {
 		found[id] = &cp
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("enforcer: lock marquees: %w", err)
-	}
-	for _, p := range plans {
-		if p.marquee = found[p.res.MarqueeID]; p.marquee == nil {
-			p.err = fmt.Errorf("%w: %d", ErrNotFound, p.res.MarqueeID)
-		}
-	}
-	return nil
+	return found, err
 }
 
 // debit decides each job (stopped, already paid, or due) and debits the due
