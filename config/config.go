@@ -37,6 +37,7 @@ const (
 	KeyJobTimeout       = "job_timeout"
 	KeyMetricsAddr      = "metrics_addr"
 	KeyRescueAfter      = "rescue_stuck_jobs_after"
+	KeyFundAhead        = "fund_ahead"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
 )
@@ -70,6 +71,12 @@ type Config struct {
 	SparksPerMana    int64
 	ShutdownTimeout  time.Duration
 	LogFormat        string // "json", "text" or "" (auto: text on a terminal)
+	// FundAhead, when positive, makes the periodic sweep also fund the next
+	// service day once now is that close to midnight, so that a Marquee
+	// whose owner has the Sparks never answers 402 between midnight and the
+	// first sweep of the new day. 0 (the default) funds each day once it has
+	// begun, as DESIGN.md describes.
+	FundAhead time.Duration
 	// JobTimeout bounds one run of a job; RescueAfter is when River's
 	// rescuer retries a job left running by a killed worker. Every money job
 	// is idempotent, so rescuing early is safe and keeps recovery fast.
@@ -165,13 +172,14 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyShutdownTimeout, "25s")
 	v.SetDefault(KeyJobTimeout, "1m")
 	v.SetDefault(KeyRescueAfter, "5m")
+	v.SetDefault(KeyFundAhead, "0s")
 }
 
 var envKeys = []string{
 	KeyDatabaseURL, KeyHTTPAddr, KeyEnforcerSchedule, KeyServiceDayTZ,
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
-	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr,
+	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -233,6 +241,9 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	}
 	if c.RescueAfter, err = positiveDuration(v, KeyRescueAfter); err != nil {
 		return nil, err
+	}
+	if c.FundAhead, err = time.ParseDuration(v.GetString(KeyFundAhead)); err != nil || c.FundAhead < 0 || c.FundAhead > 12*time.Hour {
+		return nil, &Error{Key: KeyFundAhead, Err: fmt.Errorf("want a duration from 0s (off) to 12h such as 15m, got %q", v.GetString(KeyFundAhead))}
 	}
 	if c.RescueAfter < c.JobTimeout {
 		return nil, &Error{Key: KeyRescueAfter, Err: fmt.Errorf("must be at least job_timeout (%v)", c.JobTimeout)}

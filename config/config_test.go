@@ -36,6 +36,10 @@ func TestLoadValidation(t *testing.T) {
 		{name: "half riverui creds", env: map[string]string{"BILLING_RIVERUI_USER": "ops"}, wantKey: config.KeyRiverUIPassword},
 		{name: "bad shutdown", env: map[string]string{"BILLING_SHUTDOWN_TIMEOUT": "soon"}, wantKey: config.KeyShutdownTimeout},
 		{name: "bad job timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "-1s"}, wantKey: config.KeyJobTimeout},
+		{name: "fund ahead ok", env: map[string]string{"BILLING_FUND_AHEAD": "15m"}},
+		{name: "negative fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "-5m"}, wantKey: config.KeyFundAhead},
+		{name: "fund ahead over 12h", env: map[string]string{"BILLING_FUND_AHEAD": "13h"}, wantKey: config.KeyFundAhead},
+		{name: "unparsable fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "soon"}, wantKey: config.KeyFundAhead},
 		{name: "rescue before timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "1m", "BILLING_RESCUE_STUCK_JOBS_AFTER": "10s"}, wantKey: config.KeyRescueAfter},
 	}
 	for _, tt := range tests {
@@ -66,6 +70,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, "*/5 * * * *", c.EnforcerSpec)
 	require.Equal(t, time.UTC, c.ServiceDayTZ)
 	require.EqualValues(t, 1, c.SparksPerMana)
+	require.Zero(t, c.FundAhead, "funding ahead is opt-in")
 	require.Equal(t, []string{"whsec_old", "whsec_new"}, c.StripeSecrets)
 	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
 	require.Equal(t, config.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])

@@ -30,6 +30,9 @@ type Options struct {
 	// FundBatch caps how many fund_day jobs are funded in one transaction;
 	// 0 is DefaultFundBatch.
 	FundBatch int
+	// FundAhead, when positive, makes each periodic sweep within FundAhead
+	// of midnight also fund the next day (SweepTick); config's fund_ahead.
+	FundAhead time.Duration
 }
 
 // Sweep defaults: DefaultBatchSize bounds a sweep's memory and transaction
@@ -49,6 +52,7 @@ type Service struct {
 	batchSize int
 	// sweepWorkers insert batches concurrently.
 	sweepWorkers int
+	fundAhead    time.Duration
 	hooks        hooks
 	// funder group-commits fund_day jobs (fundbatch.go).
 	funder *groupcommit.Batcher[fundItem, *FundResult]
@@ -76,6 +80,7 @@ func New(pool *pgxpool.Pool, w *wallet.Store, opts Options) *Service {
 	if s.batchSize <= 0 {
 		s.batchSize = DefaultBatchSize
 	}
+	s.fundAhead = opts.FundAhead
 	s.sweepWorkers = opts.SweepWorkers
 	if s.sweepWorkers <= 0 {
 		s.sweepWorkers = DefaultSweepWorkers
@@ -127,6 +132,7 @@ func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, no
 		if cfg.EnforcerSchedule != nil {
 			schedule = cfg.EnforcerSchedule
 		}
+		opts.FundAhead = cfg.FundAhead
 	}
 	AddWorkers(workers, New(pool, wallet.New(pool, walletOpts), opts))
 	return []*river.PeriodicJob{PeriodicSweep(schedule)}, nil

@@ -16,6 +16,11 @@ type SweepOptions struct {
 	// At is the instant whose service day is swept; zero is the clock's now.
 	// Operators set it to replay a missed day.
 	At time.Time
+	// PaidFrom, when set, limits the sweep to Marquees already paid through
+	// at least this instant: funding ahead (SweepTick) pays tomorrow only
+	// for Marquees whose today is paid, and leaves the others to the sweep
+	// of their own day.
+	PaidFrom time.Time
 	// Progress, when set, is called after each batch with the totals so far.
 	Progress func(SweepResult)
 }
@@ -48,7 +53,7 @@ func (s *Service) Sweep(ctx context.Context, client *river.Client[pgx.Tx], opts 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(batches)
-		return s.pageDue(gctx, end, batches)
+		return s.pageDue(gctx, end, opts.PaidFrom, batches)
 	})
 	for range s.sweepWorkers {
 		g.Go(func() error {
@@ -83,10 +88,14 @@ func (s *Service) Sweep(ctx context.Context, client *river.Client[pgx.Tx], opts 
 }
 
 // pageDue sends the ids of due Marquees, batchSize at a time, in id order.
-func (s *Service) pageDue(ctx context.Context, end time.Time, out chan<- []int64) error {
+func (s *Service) pageDue(ctx context.Context, end, paidFrom time.Time, out chan<- []int64) error {
 	var after int64
+	var from *time.Time
+	if !paidFrom.IsZero() {
+		from = &paidFrom
+	}
 	for {
-		ids, err := dueMarquees(ctx, s.pool, after, end, s.batchSize)
+		ids, err := dueMarquees(ctx, s.pool, after, end, from, s.batchSize)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -142,10 +151,11 @@ func (s *Service) enqueueBatch(ctx context.Context, client *river.Client[pgx.Tx]
 
 // dueMarquees returns ids of running Marquees after `after`, in id order,
 // whose paid_through does not reach end.
-func dueMarquees(ctx context.Context, db DB, after int64, end time.Time, limit int) ([]int64, error) {
+func dueMarquees(ctx context.Context, db DB, after int64, end time.Time, paidFrom *time.Time, limit int) ([]int64, error) {
 	rows, err := db.Query(ctx, `SELECT id FROM marquees
 		WHERE desired_state = 'running' AND id > $1 AND (paid_through IS NULL OR paid_through < $2)
-		ORDER BY id LIMIT $3`, after, end, limit)
+		AND ($4::timestamptz IS NULL OR paid_through >= $4)
+		ORDER BY id LIMIT $3`, after, end, limit, paidFrom)
 	if err != nil {
 		return nil, fmt.Errorf("enforcer: due marquees: %w", err)
 	}
@@ -183,6 +193,27 @@ type SweepWorker struct {
 
 // Work implements river.Worker.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	_, err := w.svc.Sweep(ctx, river.ClientFromContext[pgx.Tx](ctx), SweepOptions{})
+	_, err := w.svc.SweepTick(ctx, river.ClientFromContext[pgx.Tx](ctx))
 	return err
+}
+
+// SweepTick is one tick of the periodic sweep: the current service day,
+// then, when funding ahead is on (Options.FundAhead) and the next day
+// begins within it, the next day for the Marquees whose current day is
+// paid. Tomorrow's debit then happens before midnight, so a funded Marquee
+// stays funded across it instead of answering 402 until the first sweep of
+// the new day. Each day keeps its own job and wallet key: funding ahead
+// can never pay a day twice.
+func (s *Service) SweepTick(ctx context.Context, client *river.Client[pgx.Tx]) ([]*SweepResult, error) {
+	now := s.now()
+	today, err := s.Sweep(ctx, client, SweepOptions{At: now})
+	if err != nil || s.fundAhead <= 0 {
+		return []*SweepResult{today}, err
+	}
+	next := now.Add(s.fundAhead)
+	if ServiceDay(next, s.tz) == today.Day {
+		return []*SweepResult{today}, nil
+	}
+	ahead, err := s.Sweep(ctx, client, SweepOptions{At: next, PaidFrom: EndOfServiceDay(now, s.tz)})
+	return []*SweepResult{today, ahead}, err
 }
