@@ -40,10 +40,10 @@ func TestChaos(t *testing.T) {
 	}
 	t.Log("\n" + out.String())
 	if t.Failed() || err != nil || rep == nil || !rep.OK() {
-		for _, name := range []string{"chaos", "worker1", "web1"} {
+		for _, name := range []string{"chaos", "migrate", "web1", "web2", "worker1", "worker2", "worker3"} {
 			b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
 			}
 			t.Logf("%s.log tail:\n%s", name, b)
 		}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -147,13 +148,10 @@ func (r *Run) start(ctx context.Context) error {
 		return err
 	}
 	for i := range r.opts.Webs {
-		port, err := pglocal.FreePort()
-		if err != nil {
+		p := NewProc(fmt.Sprintf("web%d", i+1), r.opts.Binary, env, r.logFile(fmt.Sprintf("web%d", i+1)), "web")
+		if err := listenOnFreePort(p); err != nil {
 			return err
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		p := NewProc(fmt.Sprintf("web%d", i+1), r.opts.Binary, append(env, "BILLING_HTTP_ADDR="+addr), r.logFile(fmt.Sprintf("web%d", i+1)), "web")
-		p.Addr = addr
 		r.webs = append(r.webs, p)
 	}
 	for i := range r.opts.Workers {
@@ -230,7 +228,7 @@ func (r *Run) liveWebAddrs() []string {
 	var out []string
 	for _, w := range r.webs {
 		if w.Running() {
-			out = append(out, w.Addr)
+			out = append(out, w.Addr())
 		}
 	}
 	return out
@@ -247,10 +245,40 @@ func (r *Run) ensureAllRunning(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for _, w := range r.webs {
-		if err := waitHealthy(wctx, r.hc, w.Addr); err != nil {
+		if err := r.startHealthy(wctx, w); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// startHealthy waits for web process w to answer /healthz. A free port is
+// picked before the process binds it, so another process can take it in
+// between: when w exits before it is healthy, it is started again on a new
+// port, a few times.
+func (r *Run) startHealthy(ctx context.Context, w *Proc) error {
+	for attempt := 1; ; attempt++ {
+		err := waitHealthy(ctx, r.hc, w)
+		if !errors.Is(err, errExited) || attempt == 3 {
+			return err
+		}
+		r.logf("%v; starting it again on another port", err)
+		if err := listenOnFreePort(w); err != nil {
+			return err
+		}
+		if err := w.Start(); err != nil {
+			return err
+		}
+	}
+}
+
+// listenOnFreePort gives web process p a free loopback port.
+func listenOnFreePort(p *Proc) error {
+	port, err := pglocal.FreePort()
+	if err != nil {
+		return err
+	}
+	p.listenOn(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	return nil
 }
 

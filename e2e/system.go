@@ -12,6 +12,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,7 @@ import (
 // Proc is one supervised billing process.
 type Proc struct {
 	Name string
-	Addr string // web processes: host:port
+	addr string // web processes: host:port (guarded by mu: a retried start may move it)
 	bin  string
 	args []string
 	env  []string
@@ -40,6 +41,21 @@ type Proc struct {
 // NewProc describes a billing process; Start launches it.
 func NewProc(name, bin string, env []string, logw io.Writer, args ...string) *Proc {
 	return &Proc{Name: name, bin: bin, args: args, env: env, logw: logw}
+}
+
+// Addr is a web process's listen address, host:port.
+func (p *Proc) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// listenOn sets the web process's address for its next Start.
+func (p *Proc) listenOn(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addr = addr
+	p.env = append(p.env, "BILLING_HTTP_ADDR="+addr) // the last one wins
 }
 
 // Start launches the process; it must not be running.
@@ -139,19 +155,26 @@ func BuildBinary(ctx context.Context, moduleDir, dir string) (string, error) {
 	return bin, nil
 }
 
-// waitHealthy polls addr's /healthz until it answers 200 or ctx ends.
-func waitHealthy(ctx context.Context, hc httpGetter, addr string) error {
+// errExited: the process exited before it became healthy.
+var errExited = errors.New("exited before it became healthy")
+
+// waitHealthy polls p's /healthz until it answers 200, p exits, or ctx
+// ends.
+func waitHealthy(ctx context.Context, hc httpGetter, p *Proc) error {
 	for {
-		resp, err := hc.Get("http://" + addr + "/healthz")
+		resp, err := hc.Get("http://" + p.Addr() + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return nil
 			}
 		}
+		if !p.Running() {
+			return fmt.Errorf("e2e: %s on %s %w (see %s.log)", p.Name, p.Addr(), errExited, p.Name)
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("e2e: %s not healthy: %w", addr, ctx.Err())
+			return fmt.Errorf("e2e: %s on %s not healthy: %w", p.Name, p.Addr(), ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
