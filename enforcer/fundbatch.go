@@ -116,7 +116,7 @@ func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
 		return err
 	}
 	now := s.now()
-	if err := s.debit(ctx, tx, plans, now); err != nil {
+	if err := s.debit(ctx, tx, plans); err != nil {
 		return err
 	}
 	if err := recordFunding(ctx, tx, plans, now); err != nil {
@@ -188,7 +188,7 @@ func readLocked(br pgx.BatchResults) (map[int64]*lockedMarquee, error) {
 
 // debit decides each job (stopped, already paid, or due) and debits the due
 // ones with their day's funding key.
-func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Time) error {
+func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned) error {
 	var posts []wallet.PostParams
 	for _, p := range plans {
 		m := p.marquee
