@@ -54,7 +54,9 @@ func (r *Run) jitter(rng *rand.Rand) time.Duration {
 func (r *Run) killAndRestart(ctx context.Context, p *Proc, down time.Duration) {
 	r.logf("fault: kill -9 %s", p.Name)
 	p.Kill()
+	r.restarts.Add(1)
 	go func() {
+		defer r.restarts.Done()
 		sleepCtx(context.WithoutCancel(ctx), down)
 		if err := p.Start(); err != nil {
 			r.logf("restart %s: %v", p.Name, err)

@@ -73,6 +73,10 @@ type Run struct {
 	faults   faultCounts
 	reader   *ledgerReader
 	logMu    sync.Mutex
+	// restarts tracks killed processes waiting to be started again: the
+	// load's end waits for them, so that a late restart can neither race
+	// the settle phase's own start nor outlive the run.
+	restarts sync.WaitGroup
 }
 
 type faultCounts struct {
@@ -106,6 +110,7 @@ func Execute(ctx context.Context, opts Options) (*Report, error) {
 	go func() { defer close(faultsDone); r.injectFaults(loadCtx) }()
 	r.runWorkload(loadCtx)
 	<-faultsDone
+	r.restarts.Wait()
 	fmt.Fprintf(opts.Out, "chaos: load done after %v; settling\n", time.Since(start).Round(time.Second))
 	if err := r.ensureAllRunning(ctx); err != nil {
 		return nil, err

@@ -58,10 +58,18 @@ func (p *Proc) listenOn(addr string) {
 	p.env = append(p.env, "BILLING_HTTP_ADDR="+addr) // the last one wins
 }
 
-// Start launches the process; it must not be running.
+// Start launches the process. Starting it while it runs is refused: the
+// first process would be orphaned, outside the harness's control.
 func (p *Proc) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.done != nil {
+		select {
+		case <-p.done:
+		default:
+			return fmt.Errorf("e2e: start %s: already running", p.Name)
+		}
+	}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.logw, p.logw
