@@ -1,6 +1,7 @@
 package wallet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,22 +89,10 @@ func (s *Store) prepare(legs []leg, errs []error, out []*Transaction, stored map
 		}
 	}
 	slices.SortStableFunc(pending, func(a, b int) int {
-		if c := legs[a].playerID - legs[b].playerID; c != 0 {
-			return int(min(max(c, -1), 1))
-		}
-		return compareStrings(string(legs[a].currency), string(legs[b].currency))
+		return cmp.Or(cmp.Compare(legs[a].playerID, legs[b].playerID),
+			cmp.Compare(legs[a].currency, legs[b].currency))
 	})
 	return pending, again
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // batchSavepoint guards applyAll's pipeline as a whole.
@@ -171,7 +160,7 @@ func readAll(br pgx.BatchResults, pending []int, out []*Transaction, errs []erro
 // alone, and the remaining posts go out in a new pipeline.
 func (s *Store) applyPipelined(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []*Transaction, errs []error) error {
 	for len(pending) > 0 {
-		_, failed, err := sendPosts(ctx, tx, legs, pending, out, errs)
+		failed, err := sendPosts(ctx, tx, legs, pending, out, errs)
 		if failed < 0 && err != nil {
 			return fmt.Errorf("wallet: post batch: %w", err)
 		}
@@ -192,11 +181,11 @@ func (s *Store) applyPipelined(ctx context.Context, tx pgx.Tx, legs []leg, pendi
 }
 
 // sendPosts pipelines SAVEPOINT, statement, RELEASE for each pending post
-// and reads the answers. It returns how many posts were answered (a refusal
-// is an answer: errRefused in errs) and, when a statement failed, the
-// position in pending of the failed post and its error. failed < 0 with an
-// error is a failure of the pipeline itself.
-func sendPosts(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []*Transaction, errs []error) (done, failed int, err error) {
+// and reads the answers (a refusal is an answer: errRefused in errs). When a
+// statement failed it returns the position in pending of the failed post
+// and its error; failed < 0 with an error is a failure of the pipeline
+// itself.
+func sendPosts(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []*Transaction, errs []error) (failed int, err error) {
 	b := &pgx.Batch{}
 	for _, i := range pending {
 		sql, args := legs[i].sql()
@@ -208,22 +197,22 @@ func sendPosts(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []
 	defer br.Close()
 	for n, i := range pending {
 		if _, err := br.Exec(); err != nil {
-			return n, n, err
+			return n, err
 		}
 		t, err := scanTx(br.QueryRow())
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			errs[i] = errRefused
 		case err != nil:
-			return n, n, err
+			return n, err
 		default:
 			out[i] = t
 		}
 		if _, err := br.Exec(); err != nil {
-			return n, n, err
+			return n, err
 		}
 	}
-	return len(pending), -1, br.Close()
+	return -1, br.Close()
 }
 
 // lookupMany returns the stored transactions of keys, by key.
