@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -88,13 +90,33 @@ func newEnv(t *testing.T, n int, tz *time.Location, now time.Time) *env {
 	t.Cleanup(pool.Close)
 	e := &env{t: t, ctx: ctx, pool: pool, wallet: wallet.New(pool, wallet.Options{}), clock: &clock{t: now},
 		tz: tz, plans: config.DefaultPlans()}
-	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100})
+	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100,
+		Complete: completeMode(t)})
 	t.Cleanup(func() {
 		if !t.Failed() && !e.broken {
 			e.requireClean()
 		}
 	})
 	return e
+}
+
+// bothCompletes runs test once per way of completing a batch's jobs, as
+// subtests named after the mode (completeMode reads it back).
+func bothCompletes(t *testing.T, test func(t *testing.T)) {
+	t.Parallel()
+	for _, mode := range []rivercomplete.Mode{rivercomplete.ModePilot, rivercomplete.ModePerJob} {
+		t.Run(string(mode), test)
+	}
+}
+
+// completeMode is the mode a bothCompletes subtest is named after, else the
+// default.
+func completeMode(t *testing.T) rivercomplete.Mode {
+	name := t.Name()
+	if mode, err := rivercomplete.ParseMode(name[strings.LastIndex(name, "/")+1:]); err == nil {
+		return mode
+	}
+	return rivercomplete.ModePilot
 }
 
 func (e *env) requireClean() {

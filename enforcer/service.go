@@ -1,6 +1,7 @@
 package enforcer
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/groupcommit"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -30,6 +32,9 @@ type Options struct {
 	// FundBatch caps how many fund_day jobs are funded in one transaction;
 	// 0 is DefaultFundBatch.
 	FundBatch int
+	// Complete is how a batch's fund_day jobs are completed (config's
+	// batch_complete); "" is rivercomplete.ModePilot.
+	Complete rivercomplete.Mode
 	// FundAhead, when positive, makes each periodic sweep within FundAhead
 	// of midnight also fund the next day (SweepTick); config's fund_ahead.
 	FundAhead time.Duration
@@ -53,6 +58,7 @@ type Service struct {
 	// sweepWorkers insert batches concurrently.
 	sweepWorkers int
 	fundAhead    time.Duration
+	complete     rivercomplete.Mode
 	hooks        hooks
 	// funder group-commits fund_day jobs (fundbatch.go).
 	funder *groupcommit.Batcher[fundItem, *FundResult]
@@ -81,6 +87,7 @@ func New(pool *pgxpool.Pool, w *wallet.Store, opts Options) *Service {
 		s.batchSize = DefaultBatchSize
 	}
 	s.fundAhead = opts.FundAhead
+	s.complete = cmp.Or(opts.Complete, rivercomplete.ModePilot)
 	s.sweepWorkers = opts.SweepWorkers
 	if s.sweepWorkers <= 0 {
 		s.sweepWorkers = DefaultSweepWorkers
