@@ -13,7 +13,8 @@ import (
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// QueueFunding is the River queue of fund_day jobs (jobs.QueueFunding).
+// QueueFunding is the River queue of fund_day jobs; the worker process
+// configures it as jobs.QueueFunding, an alias of this one.
 const QueueFunding = "funding"
 
 // FundDayArgs fund one Marquee for one service day.

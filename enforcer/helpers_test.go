@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/internal/testdb"
@@ -71,7 +70,7 @@ type env struct {
 	clock  *clock
 	tz     *time.Location
 	svc    *enforcer.Service
-	plans  map[string]config.Plan
+	plans  map[string]enforcer.Plan
 	broken bool // the test breaks invariant 4 on purpose
 }
 
@@ -89,7 +88,7 @@ func newEnv(t *testing.T, n int, tz *time.Location, now time.Time) *env {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	e := &env{t: t, ctx: ctx, pool: pool, wallet: wallet.New(pool, wallet.Options{}), clock: &clock{t: now},
-		tz: tz, plans: config.DefaultPlans()}
+		tz: tz, plans: enforcer.DefaultPlans()}
 	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100,
 		Complete: completeMode(t)})
 	t.Cleanup(func() {

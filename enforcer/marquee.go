@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fibe-dev/billing/config"
 )
 
 // DB is what the Marquee functions query through: a *pgxpool.Pool or a
@@ -110,7 +109,7 @@ func scanMarquee(row pgx.Row) (*Marquee, error) {
 // CreateMarquee creates a running, not yet funded Marquee on one of plans.
 // Its daily price is the plan's at creation; later plan changes do not
 // reprice it.
-func CreateMarquee(ctx context.Context, db DB, plans map[string]config.Plan, p CreateParams) (*Marquee, error) {
+func CreateMarquee(ctx context.Context, db DB, plans map[string]Plan, p CreateParams) (*Marquee, error) {
 	plan, ok := plans[p.Plan]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownPlan, p.Plan)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/groupcommit"
 	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
@@ -117,30 +116,9 @@ func PeriodicSweep(schedule river.PeriodicSchedule) *river.PeriodicJob {
 	}, &river.PeriodicJobOpts{ID: "enforcer_sweep", RunOnStart: true})
 }
 
-// defaultSchedule is config's default BILLING_ENFORCER_SCHEDULE, used when
-// Register gets no configuration.
-const defaultSchedule = "*/5 * * * *"
-
-// Register builds the Service of a worker process from its configuration,
-// adds its workers to workers and returns its periodic jobs (the sweep). A
-// nil cfg means the built-in defaults (UTC, every five minutes).
-func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, now func() time.Time, logger *slog.Logger) ([]*river.PeriodicJob, error) {
-	opts := Options{TZ: time.UTC, Now: now, Logger: logger}
-	var walletOpts wallet.Options
-	schedule, err := config.ParseSchedule(defaultSchedule)
-	if err != nil {
-		return nil, err
-	}
-	if cfg != nil {
-		walletOpts.SparksPerMana = cfg.SparksPerMana
-		if cfg.ServiceDayTZ != nil {
-			opts.TZ = cfg.ServiceDayTZ
-		}
-		if cfg.EnforcerSchedule != nil {
-			schedule = cfg.EnforcerSchedule
-		}
-		opts.FundAhead = cfg.FundAhead
-	}
-	AddWorkers(workers, New(pool, wallet.New(pool, walletOpts), opts))
-	return []*river.PeriodicJob{PeriodicSweep(schedule)}, nil
+// Register builds the Service of a worker process, adds its workers to
+// workers and returns its periodic jobs (the sweep on schedule).
+func Register(workers *river.Workers, pool *pgxpool.Pool, w *wallet.Store, opts Options, schedule river.PeriodicSchedule) []*river.PeriodicJob {
+	AddWorkers(workers, New(pool, w, opts))
+	return []*river.PeriodicJob{PeriodicSweep(schedule)}
 }

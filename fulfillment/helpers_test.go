@@ -13,7 +13,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/players"
@@ -22,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-var catalogue = map[string]config.SKU{
+var catalogue = map[string]fulfillment.SKU{
 	"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
 	"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
 }

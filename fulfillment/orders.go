@@ -19,8 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/fibe-dev/billing/config"
 )
 
 // Payment providers an order may be paid through.
@@ -94,7 +92,7 @@ const orderColumns = `id, player_id, sku, provider, amount, currency, mana, stat
 
 // CreateCheckout creates a pending order for p.SKU, snapshotting its price
 // and Mana from skus.
-func CreateCheckout(ctx context.Context, db DB, skus map[string]config.SKU, p CheckoutParams) (*Order, error) {
+func CreateCheckout(ctx context.Context, db DB, skus map[string]SKU, p CheckoutParams) (*Order, error) {
 	sku, ok := skus[p.SKU]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownSKU, p.SKU)

@@ -19,8 +19,8 @@ import (
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// QueueFulfillment is the River queue fulfil jobs run on (jobs.QueueFulfillment;
-// repeated here because jobs imports this package).
+// QueueFulfillment is the River queue fulfill_order jobs run on; the worker
+// process configures it as jobs.QueueFulfillment, an alias of this one.
 const QueueFulfillment = "fulfillment"
 
 // FulfillOrderArgs is the job a claimed completed-payment event enqueues.
