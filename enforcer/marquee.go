@@ -12,15 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
-// DB is what the Marquee functions query through: a *pgxpool.Pool or a
-// pgx.Tx, so callers choose whether the work shares their transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Desired states and statuses of a Marquee.
 const (

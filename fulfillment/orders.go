@@ -18,7 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Payment providers an order may be paid through.
@@ -55,13 +56,8 @@ var (
 	ErrNotFound = errors.New("fulfillment: order not found")
 )
 
-// DB is what the order functions need: satisfied by *pgxpool.Pool, *pgx.Conn
-// and pgx.Tx, so callers choose whether the work joins a transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Order is a checkout with its pricing snapshot.
 type Order struct {
