@@ -25,11 +25,11 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
-	"github.com/fibe-dev/billing/webhook"
 )
 
 // TestHostileRequests sends a table of hostile requests to the real handler
@@ -136,7 +136,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	// (no worker runs, so it stays queued).
 	orderID, err := strconv.ParseInt(h.alice.order, 10, 64)
 	require.NoError(t, err)
-	h.paidEvent = webhook.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
+	h.paidEvent = devwebhook.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
 	r := h.send(t, h.signed("stripe", h.paidEvent))
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
 	require.Empty(t, errs.all())
@@ -341,7 +341,7 @@ func (h *hostileEnv) rawPost(path, body string, headers ...string) string {
 
 // signed is a webhook delivery of body, correctly signed for provider.
 func (h *hostileEnv) signed(provider string, body []byte) hostileReq {
-	name, value, err := webhook.Sign(provider, hostileSecret, body, h.now)
+	name, value, err := devwebhook.Sign(provider, hostileSecret, body, h.now)
 	if err != nil {
 		panic(err)
 	}
@@ -550,7 +550,7 @@ func (h *hostileEnv) cases() []hostileCase {
 	orderID, _ := strconv.ParseInt(h.alice.order, 10, 64)
 	for _, p := range hostileProviders {
 		// A correctly signed paid event for alice's order, padded to 10 MB.
-		body := padded(string(webhook.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
+		body := padded(string(devwebhook.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
 		add(hostileCase{name: "10MB/webhook " + p + " signed", req: h.signed(p, body), status: 413, code: "payload_too_large"})
 		q := h.signed(p, body)
 		q.chunked = true
@@ -735,7 +735,7 @@ func (h *hostileEnv) cases() []hostileCase {
 		q := h.signed("stripe", h.paidEvent)
 		q.body = bytes.Replace(h.paidEvent, []byte(`"amount_total":999`), []byte(`"amount_total":999999`), 1)
 		add(hostileCase{name: "webhook/tampered body", req: q, status: 400, code: "bad_signature"})
-		name, value, _ := webhook.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
+		name, value, _ := devwebhook.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
 		add(hostileCase{name: "webhook/stale signature", status: 400, code: "stale_signature",
 			req: hostileReq{method: http.MethodPost, path: "/webhooks/paddle", body: h.paidEvent, header: map[string]string{name: value}}})
 	}

@@ -18,6 +18,8 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
@@ -118,15 +120,11 @@ func completeMode(t *testing.T) rivercomplete.Mode {
 	return rivercomplete.ModePilot
 }
 
+// requireClean runs the full audit: every invariant, funding in the
+// test's service-day time zone.
 func (e *env) requireClean() {
 	e.t.Helper()
-	report, err := wallet.Audit(e.ctx, e.pool, wallet.AuditOptions{})
-	require.NoError(e.t, err)
-	require.True(e.t, report.Clean(), report.String())
-	// Invariant 4, through the package's own audit.
-	violations, err := enforcer.AuditFunding(e.ctx, e.pool, e.tz)
-	require.NoError(e.t, err)
-	require.Empty(e.t, violations)
+	audittest.RequireClean(e.t, e.pool, audit.Options{TZ: e.tz})
 }
 
 func (e *env) count(sql string, args ...any) int64 {

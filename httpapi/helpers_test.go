@@ -21,6 +21,8 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
@@ -189,11 +191,10 @@ func (e *env) count(sql string, args ...any) int {
 	return n
 }
 
+// requireAuditClean runs the full audit: every invariant.
 func (e *env) requireAuditClean() {
 	e.t.Helper()
-	rep, err := wallet.Audit(context.Background(), e.pool, wallet.AuditOptions{})
-	require.NoError(e.t, err)
-	require.True(e.t, rep.Clean(), rep.String())
+	audittest.RequireClean(e.t, e.pool, audit.Options{})
 }
 
 func idStr(id int64) string { return strconv.FormatInt(id, 10) }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 // The fuzz targets run over their seeds (testdata/fuzz/<name>) as ordinary
@@ -41,7 +43,7 @@ func acceptedOnlyWithMAC(t *testing.T, v Verifier, h string, value string, want 
 }
 
 func FuzzStripeHeader(f *testing.F) {
-	_, v := SignStripe(fuzzSecret, fuzzBody, time.Unix(1_700_000_000, 0))
+	_, v := devwebhook.SignStripe(fuzzSecret, fuzzBody, time.Unix(1_700_000_000, 0))
 	f.Add(v)
 	f.Fuzz(func(t *testing.T, value string) {
 		ts, sigs, err := ParseStripeHeader(value)
@@ -54,7 +56,7 @@ func FuzzStripeHeader(f *testing.F) {
 }
 
 func FuzzPaddleHeader(f *testing.F) {
-	_, v := SignPaddle(fuzzSecret, fuzzBody, time.Unix(1_700_000_000, 0))
+	_, v := devwebhook.SignPaddle(fuzzSecret, fuzzBody, time.Unix(1_700_000_000, 0))
 	f.Add(v)
 	f.Fuzz(func(t *testing.T, value string) {
 		ts, sigs, err := ParsePaddleHeader(value)
@@ -67,7 +69,7 @@ func FuzzPaddleHeader(f *testing.F) {
 }
 
 func FuzzCreemHeader(f *testing.F) {
-	_, v := SignCreem(fuzzSecret, fuzzBody)
+	_, v := devwebhook.SignCreem(fuzzSecret, fuzzBody)
 	f.Add(v)
 	f.Fuzz(func(t *testing.T, value string) {
 		sig, err := ParseCreemHeader(value)
@@ -81,7 +83,7 @@ func FuzzCreemHeader(f *testing.F) {
 }
 
 func fuzzEvent(f *testing.F, provider string) {
-	f.Add(completedEventAt(provider, "evt_seed", 42, 999, "usd", time.Unix(1_700_000_000, 0)))
+	f.Add(devwebhook.CompletedEventAt(provider, "evt_seed", 42, 999, "usd", time.Unix(1_700_000_000, 0)))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, err := ParseEvent(provider, body)
 		if err != nil {

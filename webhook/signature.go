@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/fibe-dev/billing/fulfillment"
 )
 
 // Signature errors. The handler maps each to a 400 with a stable code.
@@ -196,36 +194,4 @@ func truncate(s string) string {
 		return s[:32] + "..."
 	}
 	return s
-}
-
-// SignStripe signs body as Stripe does and returns the header to send.
-func SignStripe(secret string, body []byte, ts time.Time) (header, value string) {
-	t := strconv.FormatInt(ts.Unix(), 10)
-	return HeaderStripe, "t=" + t + ",v1=" + hex.EncodeToString(mac(secret, t+".", body))
-}
-
-// SignPaddle signs body as Paddle Billing does and returns the header to send.
-func SignPaddle(secret string, body []byte, ts time.Time) (header, value string) {
-	t := strconv.FormatInt(ts.Unix(), 10)
-	return HeaderPaddle, "ts=" + t + ";h1=" + hex.EncodeToString(mac(secret, t+":", body))
-}
-
-// SignCreem signs body as Creem does and returns the header to send.
-func SignCreem(secret string, body []byte) (header, value string) {
-	return "creem-signature", hex.EncodeToString(mac(secret, "", body))
-}
-
-// Sign signs body for provider; ts is ignored for Creem.
-func Sign(provider, secret string, body []byte, ts time.Time) (header, value string, err error) {
-	switch provider {
-	case fulfillment.ProviderStripe:
-		header, value = SignStripe(secret, body, ts)
-	case fulfillment.ProviderPaddle:
-		header, value = SignPaddle(secret, body, ts)
-	case fulfillment.ProviderCreem:
-		header, value = SignCreem(secret, body)
-	default:
-		return "", "", fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, provider)
-	}
-	return header, value, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
@@ -124,8 +125,8 @@ func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jo
 	secret := "whsec_dev_" + randomHex(16)
 	intake := webhook.NewHandler(webhook.Options{Pool: pool, River: client,
 		Secrets: map[string][]string{fulfillment.ProviderStripe: {secret}}, Logger: slog.New(slog.DiscardHandler)})
-	body := webhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
-	header, value := webhook.SignStripe(secret, body, time.Now())
+	body := devwebhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
+	header, value := devwebhook.SignStripe(secret, body, time.Now())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
 	req.Header.Set(header, value)
 	req.SetPathValue("provider", fulfillment.ProviderStripe)

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -119,8 +120,8 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if event == "" {
 		event = "evt_dev_" + randomHex(12)
 	}
-	body := webhook.CompletedEvent(provider, event, o.order, amount, currency)
-	header, value, err := webhook.Sign(provider, secret, body, time.Now())
+	body := devwebhook.CompletedEvent(provider, event, o.order, amount, currency)
+	header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
 	if err != nil {
 		return err
 	}
