@@ -75,7 +75,7 @@ type Config struct {
 	// service day once now is that close to midnight, so that a Marquee
 	// whose owner has the Sparks never answers 402 between midnight and the
 	// first sweep of the new day. 0 (the default) funds each day once it has
-	// begun, as DESIGN.md describes.
+	// begun, as docs/contract.md describes.
 	FundAhead time.Duration
 	// JobTimeout bounds one run of a job; RescueAfter is when River's
 	// rescuer retries a job left running by a killed worker. Every money job

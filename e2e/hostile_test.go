@@ -132,7 +132,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	h.alice = h.newActor(t, "alice", wallets, funder)
 	h.bob = h.newActor(t, "bob", wallets, funder)
 
-	// alice's order is paid: its event is claimed and its fulfilment queued
+	// alice's order is paid: its event is claimed and its fulfillment queued
 	// (no worker runs, so it stays queued).
 	orderID, err := strconv.ParseInt(h.alice.order, 10, 64)
 	require.NoError(t, err)
@@ -487,10 +487,10 @@ func (h *hostileEnv) cases() []hostileCase {
 	add(hostileCase{name: "idempotency-key/reused with another body", req: withKeys(conv(`{"mana":5}`), "setup-conversion"),
 		status: 422, code: httpapi.CodeIdempotencyKeyReused})
 	// A valid key on a refused request: the 400 is cached like any 4xx
-	// (DESIGN.md), so the one effect is the key row, and a retry replays it.
+	// (docs/contract.md), so the one effect is the key row, and a retry replays it.
 	add(hostileCase{name: "idempotency-key/valid key, bad body: the 400 is cached", req: withKeys(conv(`{"mana":-1}`), "k-bad-body"),
 		status: 400, code: httpapi.CodeInvalidAmount,
-		legit:  "DESIGN.md: a completed key replays its stored answer, 4xx included",
+		legit:  "docs/contract.md: a completed key replays its stored answer, 4xx included",
 		effect: map[string]int{"idempotency_keys": 1},
 		check: func(t *testing.T, h *hostileEnv, r hostileReply) {
 			again := h.send(t, withKeys(conv(`{"mana":-1}`), "k-bad-body"))
@@ -729,7 +729,7 @@ func (h *hostileEnv) cases() []hostileCase {
 
 	// --- A duplicate delivery is answered like the first, with no effect.
 	add(hostileCase{name: "webhook/duplicate delivery", req: h.signed("stripe", h.paidEvent), status: 200,
-		legit: "DESIGN.md: a duplicate is answered 2xx like the first delivery, with no effect"})
+		legit: "docs/contract.md: a duplicate is answered 2xx like the first delivery, with no effect"})
 	// Wrong and stale signatures.
 	{
 		q := h.signed("stripe", h.paidEvent)

@@ -46,7 +46,7 @@ func chromiumPath(t *testing.T) string {
 
 // TestRiverUIInBrowser drives the River UI served by a real `billing web`
 // in headless Chromium as an operator would: the job list shows fund_day and
-// fulfill_order jobs, a cancelled fulfilment (amount mismatch) shows its
+// fulfill_order jobs, a cancelled fulfillment (amount mismatch) shows its
 // error, and a retryable job is retried from the UI.
 func TestRiverUIInBrowser(t *testing.T) {
 	t.Parallel()
@@ -94,7 +94,7 @@ func TestRiverUIInBrowser(t *testing.T) {
 	require.Contains(t, listText, "fund_day")
 	screenshot(t, bctx, "riverui-jobs.png")
 
-	// The cancelled fulfilment shows why.
+	// The cancelled fulfillment shows why.
 	detail := pageText(t, bctx, fmt.Sprintf("%s/riverui/jobs/%d", base, cancelledID), "does not match the order")
 	require.Contains(t, detail, "fulfill_order")
 	screenshot(t, bctx, "riverui-cancelled-job.png")

@@ -1,5 +1,5 @@
 // Package fulfillment sells Mana: the SKU catalogue, orders with their
-// pricing snapshot, and the fulfil_order job that mints an order's Mana
+// pricing snapshot, and the fulfill_order job that mints an order's Mana
 // through the wallet exactly once.
 //
 // An order copies the SKU's price (amount, currency) and the Mana it grants
@@ -128,7 +128,7 @@ func OrderByID(ctx context.Context, db DB, orderID int64) (*Order, error) {
 }
 
 // lockOrder reads the order and holds its row lock until tx ends, so two
-// fulfilments of one order serialize here.
+// fulfillments of one order serialize here.
 func lockOrder(ctx context.Context, tx pgx.Tx, orderID int64) (*Order, error) {
 	o, err := scanOrder(tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1 FOR UPDATE`, orderID))
 	if err != nil {

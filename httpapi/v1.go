@@ -58,7 +58,7 @@ type route struct {
 	handler http.Handler
 }
 
-// routes is the /v1 table of DESIGN.md (plus GET /v1/playgrounds/{id}).
+// routes is the /v1 table of docs/contract.md (plus GET /v1/playgrounds/{id}).
 func (a *api) routes() []route {
 	return []route{
 		{"GET /v1/wallets", a.read(a.getWallets)},

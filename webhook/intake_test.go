@@ -195,7 +195,7 @@ func TestConcurrentDuplicateDeliveries(t *testing.T) {
 			require.Equal(t, o.Mana, e.mana())
 			require.Equal(t, fulfillment.StatusFulfilled, e.orderStatus(o.ID).Status)
 
-			// A late redelivery after fulfilment is still just a duplicate.
+			// A late redelivery after fulfillment is still just a duplicate.
 			a := e.deliver(provider, body)
 			require.Equal(t, "duplicate", a.status())
 			require.Equal(t, 1, e.jobs())

@@ -88,7 +88,7 @@ func seedDemo(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, dir, 
 }
 
 // seedMoney goes the way real money does: a checkout, a signed provider
-// webhook through the real intake, the fulfilment job minting Mana, a
+// webhook through the real intake, the fulfillment job minting Mana, a
 // conversion to Sparks, and a funded Marquee.
 func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
 	logger := slog.New(slog.DiscardHandler)
@@ -115,7 +115,7 @@ func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *confi
 
 // paidOrder checks out the demo SKU, delivers a signed Stripe
 // checkout.session.completed to the webhook intake (in process, with a
-// secret made for this seed), and waits for the fulfilment to mint the Mana.
+// secret made for this seed), and waits for the fulfillment to mint the Mana.
 func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jobs.Client, cfg *config.Config) (*fulfillment.Order, error) {
 	order, err := fulfillment.CreateCheckout(ctx, pool, cfg.SKUs, fulfillment.CheckoutParams{
 		PlayerID: s.PlayerID, SKU: demoSKU, Provider: fulfillment.ProviderStripe})

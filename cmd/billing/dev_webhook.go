@@ -50,7 +50,7 @@ the HTTP status and body.
 
 The amount and currency are the order's snapshot (GET /v1/orders/{id} with
 the demo API key); --amount or --currency pay something else, which intake
-claims and the fulfilment then rejects. The event id is new on every run;
+claims and the fulfillment then rejects. The event id is new on every run;
 --event resends a given event, which intake answers "duplicate".`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: fulfillment.Providers(),

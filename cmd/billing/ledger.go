@@ -32,7 +32,7 @@ never negative, with gapless entry numbers; every transaction has two entries
 summing to zero, and each currency sums to zero; one transaction per
 idempotency key, and conversion legs in pairs. Then invariants 4-6: at most
 one funding debit per Marquee per service day with paid_through backed by it,
-at most one fulfilment credit per order and only for its snapshot, one claim
+at most one fulfillment credit per order and only for its snapshot, one claim
 per provider event and a job for every claimed payment (events younger than
 River's job retention).
 

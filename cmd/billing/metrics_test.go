@@ -180,7 +180,7 @@ func TestMetrics(t *testing.T) {
 	require.True(t, m.has("billing_marquees_unfunded", ""), "billing web exports the unfunded gauge")
 	require.Equal(t, 0.0, m.value("billing_marquees_unfunded", ""), "the Marquee was funded after its top-up")
 
-	// River jobs, fulfilments.
+	// River jobs, fulfillments.
 	require.Equal(t, 1.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "completed")))
 	require.Equal(t, 2.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "cancelled")))
 	for _, state := range []string{"retryable", "discarded", "available", "running"} {

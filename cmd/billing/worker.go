@@ -73,7 +73,7 @@ func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logg
 }
 
 // serveWorkerMetrics exposes the worker's own counters (fundings,
-// fulfilments, wallet posts, jobs worked) on addr: they live in this process,
+// fulfillments, wallet posts, jobs worked) on addr: they live in this process,
 // so the web process's /metrics cannot show them.
 func serveWorkerMetrics(addr string, pool *pgxpool.Pool, logger *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
