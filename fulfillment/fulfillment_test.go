@@ -72,7 +72,7 @@ func TestGetOrderHidesOtherPlayersOrders(t *testing.T) {
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
 	_, err = fulfillment.GetOrder(ctx, pool, alice, o.ID+1000)
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
-	got, err := fulfillment.OrderByID(ctx, pool, o.ID)
+	got, err := fulfillment.GetOrder(ctx, pool, alice, o.ID)
 	require.NoError(t, err)
 	require.Equal(t, alice, got.PlayerID)
 }

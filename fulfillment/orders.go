@@ -117,16 +117,6 @@ func GetOrder(ctx context.Context, db DB, playerID, orderID int64) (*Order, erro
 	return o, nil
 }
 
-// OrderByID returns any order by id, for operators and tools (billing dev
-// send-webhook); player-facing code uses GetOrder.
-func OrderByID(ctx context.Context, db DB, orderID int64) (*Order, error) {
-	o, err := scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, orderID))
-	if err != nil {
-		return nil, notFound(err, orderID)
-	}
-	return o, nil
-}
-
 // lockOrder reads the order and holds its row lock until tx ends, so two
 // fulfillments of one order serialize here.
 func lockOrder(ctx context.Context, tx pgx.Tx, orderID int64) (*Order, error) {
