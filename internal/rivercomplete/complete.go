@@ -83,6 +83,13 @@ func Complete[T river.JobArgs](ctx context.Context, tx pgx.Tx, mode Mode, jobs [
 // completeEach is the public API's way: one river.JobCompleteTx per job.
 func completeEach[T river.JobArgs](tx pgx.Tx, jobs []Job[T]) error {
 	for _, j := range jobs {
+		// RecordOutput writes the job's metadata map, which River's executor
+		// reads once Work returns: a job whose work context has ended is
+		// returning (or has returned) its error, so it is refused rather than
+		// raced with; the caller rolls back and River retries it.
+		if err := j.Ctx.Err(); err != nil {
+			return fmt.Errorf("rivercomplete: job %d gave up: %w", j.Job.ID, err)
+		}
 		if err := river.RecordOutput(j.Ctx, j.Output); err != nil {
 			return fmt.Errorf("rivercomplete: record output of job %d: %w", j.Job.ID, err)
 		}
