@@ -87,8 +87,7 @@ func newEnvWith(t *testing.T, configure func(*config.Config)) *env {
 // startWorker works the env's jobs (no periodic jobs) with the env's clock.
 func (e *env) startWorker() {
 	e.t.Helper()
-	workers, _, err := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
-	require.NoError(e.t, err)
+	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
 	small := river.QueueConfig{MaxWorkers: 4}
 	client, err := jobs.NewClient(e.pool, jobs.Options{Logger: quiet, Workers: workers, ID: e.t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},

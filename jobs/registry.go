@@ -27,7 +27,7 @@ type Deps struct {
 // Registry builds the worker bundle and the periodic jobs of the worker
 // process. Every process that may win leader election must build the same
 // periodic jobs, so this is the only place they are declared.
-func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
+func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
@@ -42,8 +42,12 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
 	playground.AddWorkers(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now})
 	river.AddWorker(workers, &idempotency.ReapWorker{Store: idempotency.NewStore(deps.Pool, 0), Now: deps.Now})
 	periodic := []*river.PeriodicJob{idempotency.PeriodicReap()}
+	schedule := cfg.EnforcerSchedule
+	if schedule == nil { // a Config built by hand (tests) has no parsed schedule
+		schedule = config.Default().EnforcerSchedule
+	}
 	w := wallet.New(deps.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
 	periodic = append(periodic, enforcer.Register(workers, deps.Pool, w, enforcer.Options{TZ: cfg.ServiceDayTZ,
-		Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead, Complete: cfg.BatchComplete}, cfg.EnforcerSchedule)...)
-	return workers, periodic, nil
+		Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead, Complete: cfg.BatchComplete}, schedule)...)
+	return workers, periodic
 }

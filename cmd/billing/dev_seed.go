@@ -92,10 +92,7 @@ func seedDemo(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, dir, 
 // conversion to Sparks, and a funded Marquee.
 func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
 	logger := slog.New(slog.DiscardHandler)
-	workers, _, err := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
-	if err != nil {
-		return err
-	}
+	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, ID: "billing-dev-seed",
 		FetchPollInterval: 100 * time.Millisecond})
 	if err != nil {

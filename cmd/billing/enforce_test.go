@@ -86,5 +86,7 @@ func TestEnforceOnce(t *testing.T) {
 			WHERE kind = 'funding' AND idempotency_key LIKE 'marquee:' || $1::bigint || ':%'`, id).Scan(&debits))
 		require.GreaterOrEqual(t, debits, 1, "funded for today at least")
 	}
-	audittest.RequireClean(t, pool, audit.Options{})
+	newYork, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	audittest.RequireClean(t, pool, audit.Options{TZ: newYork}) // the service-day zone of env
 }
