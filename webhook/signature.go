@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fibe-dev/billing/internal/hmacsig"
 )
 
 // Signature errors. The handler maps each to a 400 with a stable code.
@@ -159,7 +161,7 @@ func ParseCreemHeader(value string) ([]byte, error) {
 // match reveals only which secret is current, not any secret's bytes.
 func anyMatch(secrets []string, sigs [][]byte, prefix string, body []byte) bool {
 	for _, secret := range secrets {
-		want := mac(secret, prefix, body)
+		want := hmacsig.Sum(secret, prefix, body)
 		for _, sig := range sigs {
 			if hmac.Equal(sig, want) {
 				return true
@@ -167,13 +169,6 @@ func anyMatch(secrets []string, sigs [][]byte, prefix string, body []byte) bool 
 		}
 	}
 	return false
-}
-
-func mac(secret, prefix string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(prefix))
-	m.Write(body)
-	return m.Sum(nil)
 }
 
 // checkTimestamp rejects a signature made too long ago (a replay) or too

@@ -10,8 +10,6 @@
 package devwebhook
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/hmacsig"
 )
 
 // StripeAPIVersion is the api_version CompletedEvent writes into Stripe
@@ -132,18 +131,18 @@ func creemCompleted(eventID, order string, amount int64, currency string, at tim
 // SignStripe signs body as Stripe does and returns the header to send.
 func SignStripe(secret string, body []byte, ts time.Time) (header, value string) {
 	t := strconv.FormatInt(ts.Unix(), 10)
-	return "Stripe-Signature", "t=" + t + ",v1=" + hex.EncodeToString(mac(secret, t+".", body))
+	return "Stripe-Signature", "t=" + t + ",v1=" + hex.EncodeToString(hmacsig.Sum(secret, t+".", body))
 }
 
 // SignPaddle signs body as Paddle Billing does and returns the header to send.
 func SignPaddle(secret string, body []byte, ts time.Time) (header, value string) {
 	t := strconv.FormatInt(ts.Unix(), 10)
-	return "Paddle-Signature", "ts=" + t + ";h1=" + hex.EncodeToString(mac(secret, t+":", body))
+	return "Paddle-Signature", "ts=" + t + ";h1=" + hex.EncodeToString(hmacsig.Sum(secret, t+":", body))
 }
 
 // SignCreem signs body as Creem does and returns the header to send.
 func SignCreem(secret string, body []byte) (header, value string) {
-	return "creem-signature", hex.EncodeToString(mac(secret, "", body))
+	return "creem-signature", hex.EncodeToString(hmacsig.Sum(secret, "", body))
 }
 
 // Sign signs body for provider; ts is ignored for Creem.
@@ -159,13 +158,4 @@ func Sign(provider, secret string, body []byte, ts time.Time) (header, value str
 		return "", "", fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, provider)
 	}
 	return header, value, nil
-}
-
-// mac is HMAC-SHA256 of prefix+body under secret, as all three providers
-// sign.
-func mac(secret, prefix string, body []byte) []byte {
-	h := hmac.New(sha256.New, []byte(secret))
-	h.Write([]byte(prefix))
-	h.Write(body)
-	return h.Sum(nil)
 }
