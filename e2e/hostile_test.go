@@ -25,6 +25,8 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
@@ -52,9 +54,7 @@ func TestHostileRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { h.run(t, c) })
 	}
 	require.Equal(t, initial, h.balances(t), "no balance moved")
-	rep, err := wallet.Audit(context.Background(), h.pool, wallet.AuditOptions{})
-	require.NoError(t, err)
-	require.True(t, rep.Clean(), rep.String())
+	audittest.RequireClean(t, h.pool, audit.Options{})
 	require.Empty(t, h.errs.all(), "nothing logged at error level")
 }
 
