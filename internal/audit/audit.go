@@ -58,17 +58,22 @@ type domainCheck struct {
 	run      func(ctx context.Context, db dbtx.DB, o Options) ([]string, error)
 }
 
-// domainChecks are the checks beyond the ledger's, in invariant order.
+// domainChecks are the checks beyond the ledger's, in invariant order. A
+// domain audit of the usual shape, func(ctx, db) ([]V, error) with V a
+// fmt.Stringer, is one line: {"name", from, to, plain(pkg.Audit)}.
 var domainChecks = []domainCheck{
 	{"funding", 4, 4, func(ctx context.Context, db dbtx.DB, o Options) ([]string, error) {
 		return lines(enforcer.AuditFunding(ctx, db, o.TZ))
 	}},
-	{"fulfillment", 5, 5, func(ctx context.Context, db dbtx.DB, _ Options) ([]string, error) {
-		return lines(fulfillment.Audit(ctx, db))
-	}},
+	{"fulfillment", 5, 5, plain(fulfillment.Audit)},
 	{"webhook", 6, 6, func(ctx context.Context, db dbtx.DB, o Options) ([]string, error) {
 		return lines(webhook.Audit(ctx, db, webhook.AuditOptions{Since: o.WebhookSince}))
 	}},
+}
+
+// plain adapts a domain audit that needs no options.
+func plain[V fmt.Stringer](audit func(context.Context, dbtx.DB) ([]V, error)) func(context.Context, dbtx.DB, Options) ([]string, error) {
+	return func(ctx context.Context, db dbtx.DB, _ Options) ([]string, error) { return lines(audit(ctx, db)) }
 }
 
 // lines turns a domain audit's violations into lines.
