@@ -34,7 +34,9 @@ func NewService(opts Options) *Service {
 }
 
 // OpenersFromConfig returns an Opener for every provider cfg has an API key
-// for, calling the provider's API through client (nil: a default client).
+// for, calling the provider's API through client (nil: a default client);
+// under `billing dev` (cfg.DevCheckoutURL) every other provider gets the
+// simulated page.
 func OpenersFromConfig(cfg *config.Config, client *http.Client) map[string]Opener {
 	out := map[string]Opener{}
 	if cfg.StripeSecretKey != "" {
@@ -47,6 +49,13 @@ func OpenersFromConfig(cfg *config.Config, client *http.Client) map[string]Opene
 	}
 	if cfg.CreemAPIKey != "" {
 		out[fulfillment.ProviderCreem] = NewCreem(cfg.CreemAPIKey, cfg.CreemAPIURL, client)
+	}
+	if cfg.DevCheckoutURL != "" {
+		for _, p := range fulfillment.Providers() {
+			if out[p] == nil {
+				out[p] = Simulated{BaseURL: cfg.DevCheckoutURL}
+			}
+		}
 	}
 	return out
 }

@@ -128,6 +128,10 @@ type Config struct {
 	// recover lost webhooks (default hourly).
 	ReconcileSpec     string
 	ReconcileSchedule cron.Schedule
+	// DevCheckoutURL is set by `billing dev` only (no key, no variable):
+	// the base URL at which a provider without an API key gets a local,
+	// simulated hosted checkout page instead of answering 422.
+	DevCheckoutURL string
 }
 
 // Error is a configuration error naming the key at fault.

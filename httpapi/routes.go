@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -10,6 +11,10 @@ import (
 func (s *Server) mountRoutes() error {
 	s.mux.Handle("POST /webhooks/{provider}", s.webhooks())
 	s.mountV1()
+	if cfg := s.opts.Config; cfg != nil && cfg.DevCheckoutURL != "" {
+		s.mux.Handle(checkout.SimulatedPath, checkout.DevPage(checkout.DevPageOptions{Pool: s.opts.Pool,
+			BaseURL: cfg.DevCheckoutURL, Secrets: webhook.SecretsFromConfig(cfg), Logger: s.opts.Logger}))
+	}
 	return nil
 }
 

@@ -82,6 +82,8 @@ func runDev(ctx context.Context, cmd *cobra.Command, dir string) error {
 		ln.Close()
 		return err
 	}
+	// Providers without an API key get the simulated checkout page.
+	cfg.DevCheckoutURL = "http://" + strings.Replace(ln.Addr().String(), "[::]", "localhost", 1)
 	printDevBanner(out, cfg, ln.Addr().String(), seed)
 
 	g, gctx := errgroup.WithContext(ctx)
