@@ -12,6 +12,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/idempotency"
 	"github.com/fibe-dev/billing/playground"
+	"github.com/fibe-dev/billing/reconcile"
 )
 
 // Deps are what the domain workers need.
@@ -42,6 +43,7 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
 		return nil, nil, err
 	}
 	periodic = append(periodic, enforcerPeriodic...)
+	periodic = append(periodic, reconcile.Register(workers, deps.Pool, deps.Config, deps.Now, deps.Logger)...)
 	return workers, periodic, nil
 }
 
