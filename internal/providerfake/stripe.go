@@ -78,7 +78,12 @@ func stripeProblem(r *http.Request, get func(string) string, c Call) string {
 // filtered by types[] and created[gte] like Stripe's.
 func (s *Server) stripeEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	types := q["types[]"]
+	var types []string // stripe-go sends types[0], types[1], ...
+	for k, v := range q {
+		if strings.HasPrefix(k, "types[") {
+			types = append(types, v...)
+		}
+	}
 	gte := parseInt(q.Get("created[gte]"))
 	s.mu.Lock()
 	evs := s.events[Stripe]
