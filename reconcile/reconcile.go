@@ -111,11 +111,15 @@ func (r *Reconciler) Run(ctx context.Context, client *river.Client[pgx.Tx], prov
 	return sum, err
 }
 
-func (r *Reconciler) lister(provider string) (Lister, error) {
+func (r *Reconciler) lister(provider string) (Lister, error) { return ListerFor(r.opts.Listers, provider) }
+
+// ListerFor returns provider's Lister, or why it has none: ErrNoListing
+// (Creem) or ErrNotConfigured (no API key).
+func ListerFor(listers map[string]Lister, provider string) (Lister, error) {
 	if provider == "creem" {
-		return nil, fmt.Errorf("%w: %s", ErrNoListing, provider)
+		return nil, fmt.Errorf("%w: %s (its API has no event listing)", ErrNoListing, provider)
 	}
-	l := r.opts.Listers[provider]
+	l := listers[provider]
 	if l == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotConfigured, provider)
 	}
