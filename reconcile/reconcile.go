@@ -111,7 +111,9 @@ func (r *Reconciler) Run(ctx context.Context, client *river.Client[pgx.Tx], prov
 	return sum, err
 }
 
-func (r *Reconciler) lister(provider string) (Lister, error) { return ListerFor(r.opts.Listers, provider) }
+func (r *Reconciler) lister(provider string) (Lister, error) {
+	return ListerFor(r.opts.Listers, provider)
+}
 
 // ListerFor returns provider's Lister, or why it has none: ErrNoListing
 // (Creem) or ErrNotConfigured (no API key).
