@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fibe"
 	"github.com/fibe-dev/billing/internal/providerfake"
 )
 
@@ -174,4 +176,25 @@ func TestCheckoutProviderRejects(t *testing.T) {
 	r = e.do(alice, http.MethodPost, "/v1/checkouts", "mismatch", `{"sku":"mana_1000","provider":"creem"}`)
 	requireProblem(t, r, http.StatusInternalServerError, CodeCheckoutMisconfigured)
 	require.Zero(t, e.fake.Created(providerfake.Creem), "a price that differs from the snapshot opens nothing")
+}
+
+// TestSDKCheckoutRidesOutProviderOutage: the SDK's Checkouts.Create meets a
+// provider that is down (503 + Retry-After), retries with the same key,
+// and gets the one order with its checkout URL once the provider is back.
+func TestSDKCheckoutRidesOutProviderOutage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	e.fake.SetDown(true)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		e.fake.SetDown(false)
+	}()
+	client := fibe.NewClient(e.srv.URL, alice.key, fibe.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	order, err := client.Checkouts.Create(context.Background(), fibe.CheckoutParams{SKU: "mana_1000", Provider: "paddle"})
+	require.NoError(t, err)
+	require.Greater(t, order.LastResponse.Attempts, 1, "the first attempt met the outage")
+	require.True(t, strings.HasPrefix(order.CheckoutURL, "https://pay.paddle.test/"), order.CheckoutURL)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM orders`))
+	require.Equal(t, 1, e.fake.Created(providerfake.Paddle))
 }
