@@ -297,3 +297,47 @@ func TestStripeEventListingAgainstStripeMock(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, ids, "stripe-mock answers its fixture event")
 }
+
+// TestPeriodicReconciliation: the worker's periodic job (registered like
+// the worker process does, on the configured schedule) fulfils a payment
+// whose webhook never came, without anyone running the command.
+func TestPeriodicReconciliation(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	sched, err := config.ParseSchedule("@every 1s")
+	require.NoError(t, err)
+	cfg := &config.Config{StripeSecretKey: "sk_test_periodic", StripeAPIURL: fake.URL,
+		PaddleAPIKey: "pdl_periodic", PaddleAPIURL: fake.URL, ReconcileSchedule: sched}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
+	periodic := reconcile.Register(workers, pool, cfg, time.Now, discard)
+	require.Len(t, periodic, 2, "stripe and paddle list events; creem has no key and no listing")
+	require.Empty(t, reconcile.Register(river.NewWorkers(), pool, &config.Config{ReconcileSchedule: sched}, time.Now, discard),
+		"no API key, no periodic job")
+
+	p, _, err := players.Create(context.Background(), pool, "buyer")
+	require.NoError(t, err)
+	o, err := fulfillment.CreateCheckout(context.Background(), pool, catalogue,
+		fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "paddle"})
+	require.NoError(t, err)
+	fake.AddEvent("paddle", webhook.CompletedEvent("paddle", "evt_periodic", o.ID, o.Amount, o.Currency))
+
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues: map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2},
+			river.QueueDefault: {MaxWorkers: 2}},
+		Workers: workers, PeriodicJobs: periodic, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond, Logger: discard, TestOnly: true,
+	})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(ctx))
+	})
+	e := &env{t: t, pool: pool, player: p.ID}
+	e.waitFulfilled(o.ID)
+	require.EqualValues(t, 1000, e.mana())
+	e.requireClean()
+}
