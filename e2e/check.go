@@ -39,6 +39,7 @@ func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
 	rep.check("river settled (nothing available/running/retryable)", settled, "")
 	checks := []func(context.Context, *Report) error{
 		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify,
+		r.checkCheckouts,
 	}
 	for _, c := range checks {
 		if err := c(ctx, rep); err != nil {
@@ -95,6 +96,25 @@ func (r *Run) checkOrders(ctx context.Context, rep *Report) error {
 	}
 	rep.Orders, rep.Fulfilled, rep.Rejected = len(r.model.orders), fulfilled, rejected
 	rep.check("every paid order fulfilled once with its snapshot Mana; mispaid ones minted nothing", len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	return nil
+}
+
+// checkCheckouts: every checkout the API acknowledged (201) carries its
+// one provider checkout, provider outage or not.
+func (r *Run) checkCheckouts(ctx context.Context, rep *Report) error {
+	var ids []int64
+	r.model.with(func() {
+		for id := range r.model.orders {
+			ids = append(ids, id)
+		}
+	})
+	var missing int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = ANY($1) AND checkout_url IS NULL`,
+		ids).Scan(&missing); err != nil {
+		return err
+	}
+	rep.check("every acknowledged checkout has its provider checkout URL", missing == 0,
+		fmt.Sprintf("%d acknowledged orders without one", missing))
 	return nil
 }
 

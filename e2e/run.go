@@ -37,6 +37,10 @@ type Options struct {
 	// WorkerKillEvery is the mean interval between worker SIGKILLs.
 	WorkerKillEvery time.Duration
 	DropRate        float64 // share of SDK POST responses the proxy drops
+	// ProviderDownFor is how long every payment provider's API answers 503,
+	// from 60% of the way into the load (default: a quarter of Duration,
+	// at most a minute).
+	ProviderDownFor time.Duration
 	Out             io.Writer
 }
 
@@ -52,6 +56,9 @@ func (o *Options) defaults() {
 	}
 	if o.Settle == 0 {
 		o.Settle = 90 * time.Second
+	}
+	if o.ProviderDownFor == 0 {
+		o.ProviderDownFor = min(o.Duration/4, time.Minute)
 	}
 	if o.DropRate == 0 {
 		o.DropRate = 0.2
@@ -88,6 +95,7 @@ type Run struct {
 type faultCounts struct {
 	mu                                              sync.Mutex
 	workerKills, webKills, pgRestarts, backendKills int
+	providerOutages                                 int
 }
 
 // harnessAppName marks the harness's own database sessions, which the

@@ -49,6 +49,7 @@ type Server struct {
 	created  map[string]int            // provider -> checkouts really created
 	fail     map[string][]int          // provider -> statuses of the next create calls
 	down     bool
+	refused  int // requests answered 503 while down
 	events   map[string][]json.RawMessage
 	products map[string]Product // Creem products and Paddle prices by id
 }
@@ -80,6 +81,9 @@ func (s *Server) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		down := s.down
+		if down {
+			s.refused++
+		}
 		s.mu.Unlock()
 		if down {
 			w.Header().Set("Retry-After", "1")
@@ -95,6 +99,13 @@ func (s *Server) SetDown(down bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down = down
+}
+
+// Refused is how many requests were answered 503 while the fake was down.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // FailNext makes the next create calls (session, transaction, checkout) of
