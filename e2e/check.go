@@ -20,7 +20,7 @@ func (r *Run) settle(ctx context.Context) bool {
 	for time.Now().Before(deadline) {
 		var busy int
 		err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state IN ('available','running','retryable')`).Scan(&busy)
-		if err == nil && busy == 0 {
+		if err == nil && busy == 0 && r.lostRecovered(ctx) {
 			quiet++
 			if quiet >= 3 {
 				return true
@@ -31,6 +31,16 @@ func (r *Run) settle(ctx context.Context) bool {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return false
+}
+
+// lostRecovered reports whether reconciliation has claimed every payment
+// whose webhook was lost.
+func (r *Run) lostRecovered(ctx context.Context) bool {
+	var lost []string
+	r.model.with(func() { lost = append(lost, r.model.lostHooks...) })
+	var n int
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1)`, lost).Scan(&n)
+	return err == nil && n == len(lost)
 }
 
 // check compares the database with the model and the invariants.
@@ -115,6 +125,8 @@ func (r *Run) checkCheckouts(ctx context.Context, rep *Report) error {
 	}
 	rep.check("every acknowledged checkout has its provider checkout URL", missing == 0,
 		fmt.Sprintf("%d acknowledged orders without one", missing))
+	rep.check(fmt.Sprintf("every payment whose webhook was lost was recovered by reconciliation (%d)", rep.LostWebhooks),
+		r.lostRecovered(ctx), "")
 	return nil
 }
 

@@ -211,6 +211,7 @@ func (r *Run) env() []string {
 		"BILLING_STRIPE_SECRET_KEY=sk_test_chaos", "BILLING_STRIPE_API_URL=" + r.providers.URL,
 		"BILLING_PADDLE_API_KEY=pdl_chaos", "BILLING_PADDLE_ENVIRONMENT=" + r.providers.URL,
 		"BILLING_CREEM_API_KEY=creem_chaos", "BILLING_CREEM_API_URL=" + r.providers.URL,
+		"BILLING_RECONCILE_SCHEDULE=@every 2s",
 	}
 }
 

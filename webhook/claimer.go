@@ -14,7 +14,9 @@ import (
 // claim as a delivery: claimOne, the reference path of the batcher. So
 // claim-once holds whichever comes first, the webhook or the listing, even
 // at the same moment on two processes: the UNIQUE (provider, event_id)
-// INSERT decides.
+// INSERT decides. The body is stored as the event's payload; for a listed
+// event it is what the provider's API answered to our authenticated call
+// (there is no signature to verify).
 type Claimer struct{ h *handler }
 
 // NewClaimer returns a Claimer; it needs opts.Pool and opts.River.

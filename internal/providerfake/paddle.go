@@ -3,6 +3,7 @@ package providerfake
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -101,11 +102,15 @@ func (s *Server) paddlePrice(w http.ResponseWriter, r *http.Request) {
 		"meta": map[string]any{"request_id": "fake"}})
 }
 
-// paddleEvents is GET /events: the scripted events, one page.
+// paddleEvents is GET /events: the scripted events, one page, oldest
+// first unless order_by=id[DESC].
 func (s *Server) paddleEvents(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	evs := append([]json.RawMessage{}, s.events[Paddle]...)
 	s.mu.Unlock()
+	if r.URL.Query().Get("order_by") == "id[DESC]" {
+		slices.Reverse(evs)
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": evs, "meta": map[string]any{"request_id": "fake",
 		"pagination": map[string]any{"per_page": 200, "next": "", "has_more": false, "estimated_total": len(evs)}}})
 }
