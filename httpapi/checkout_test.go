@@ -131,6 +131,7 @@ func TestCheckoutConcurrentSameKey(t *testing.T) {
 			require.Equal(t, 1, e.count(`SELECT count(*) FROM orders`))
 			require.Equal(t, 1, e.fake.Created(tc.provider), "one provider checkout")
 			require.Equal(t, len(tc.fail)+1, len(e.fake.Calls()), "the failed attempt was retried once")
+			e.requireAuditClean()
 		})
 	}
 }
@@ -160,6 +161,7 @@ func TestCheckoutProviderDown(t *testing.T) {
 	again := e.do(alice, http.MethodPost, "/v1/checkouts", "down-key", `{"sku":"mana_1000","provider":"stripe"}`)
 	require.True(t, again.replayed())
 	require.JSONEq(t, string(r.raw), string(again.raw))
+	e.requireAuditClean()
 }
 
 func TestCheckoutProviderRejects(t *testing.T) {
