@@ -20,7 +20,7 @@ func (r *Run) settle(ctx context.Context) bool {
 	for time.Now().Before(deadline) {
 		var busy int
 		err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state IN ('available','running','retryable')`).Scan(&busy)
-		if err == nil && busy == 0 {
+		if err == nil && busy == 0 && r.lostRecovered(ctx) {
 			quiet++
 			if quiet >= 3 {
 				return true
@@ -33,12 +33,23 @@ func (r *Run) settle(ctx context.Context) bool {
 	return false
 }
 
+// lostRecovered reports whether reconciliation has claimed every payment
+// whose webhook was lost.
+func (r *Run) lostRecovered(ctx context.Context) bool {
+	var lost []string
+	r.model.with(func() { lost = append(lost, r.model.lostHooks...) })
+	var n int
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1)`, lost).Scan(&n)
+	return err == nil && n == len(lost)
+}
+
 // check compares the database with the model and the invariants.
 func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
 	rep := r.newReport()
 	rep.check("river settled (nothing available/running/retryable)", settled, "")
 	checks := []func(context.Context, *Report) error{
 		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify,
+		r.checkCheckouts,
 	}
 	for _, c := range checks {
 		if err := c(ctx, rep); err != nil {
@@ -95,6 +106,27 @@ func (r *Run) checkOrders(ctx context.Context, rep *Report) error {
 	}
 	rep.Orders, rep.Fulfilled, rep.Rejected = len(r.model.orders), fulfilled, rejected
 	rep.check("every paid order fulfilled once with its snapshot Mana; mispaid ones minted nothing", len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	return nil
+}
+
+// checkCheckouts: every checkout the API acknowledged (201) carries its
+// one provider checkout, provider outage or not.
+func (r *Run) checkCheckouts(ctx context.Context, rep *Report) error {
+	var ids []int64
+	r.model.with(func() {
+		for id := range r.model.orders {
+			ids = append(ids, id)
+		}
+	})
+	var missing int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = ANY($1) AND checkout_url IS NULL`,
+		ids).Scan(&missing); err != nil {
+		return err
+	}
+	rep.check("every acknowledged checkout has its provider checkout URL", missing == 0,
+		fmt.Sprintf("%d acknowledged orders without one", missing))
+	rep.check(fmt.Sprintf("every payment whose webhook was lost was recovered by reconciliation (%d)", rep.LostWebhooks),
+		r.lostRecovered(ctx), "")
 	return nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
@@ -111,6 +112,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(),
 		Plans: config.DefaultPlans(), StripeSecrets: []string{hostileSecret},
 		PaddleSecrets: []string{hostileSecret}, CreemSecrets: []string{hostileSecret}}
+	fakeProviders(t, cfg)
 	// Noon of today's service day, fixed: the Marquees stay funded for the
 	// whole test and signed webhooks stay within their tolerance.
 	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
@@ -144,6 +146,20 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 }
 
 func (h *hostileEnv) clock() time.Time { return h.now }
+
+// fakeProviders points cfg's checkouts at a recording provider fake.
+func fakeProviders(t *testing.T, cfg *config.Config) {
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	cfg.StripeSecretKey, cfg.StripeAPIURL = "sk_test_hostile", fake.URL
+	cfg.PaddleAPIKey, cfg.PaddleAPIURL = "pdl_hostile", fake.URL
+	cfg.CreemAPIKey, cfg.CreemAPIURL = "creem_hostile", fake.URL
+	for name, sku := range cfg.SKUs {
+		sku.CreemProductID = "prod_" + name
+		cfg.SKUs[name] = sku
+		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+	}
+}
 
 func (h *hostileEnv) newActor(t *testing.T, name string, wallets *wallet.Store, funder *enforcer.Service) hostileActor {
 	t.Helper()

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/idempotency"
@@ -38,6 +41,10 @@ const (
 	CodeBodyTooLarge          = "body_too_large"
 	CodeInternal              = "internal"
 	CodeMethodNotAllowed      = "method_not_allowed"
+	CodeProviderUnavailable   = "provider_unavailable"
+	CodeProviderDown          = "provider_down"
+	CodeProviderRejected      = "provider_rejected"
+	CodeCheckoutMisconfigured = "checkout_misconfigured"
 )
 
 // apiError is an error that already knows its answer (validation of the
@@ -98,10 +105,28 @@ func statusOf(err error) (status int, code, detail string) {
 		return http.StatusBadRequest, "unknown_sku", "no such SKU"
 	case errors.Is(err, fulfillment.ErrUnknownProvider):
 		return http.StatusBadRequest, "unknown_provider", "provider must be stripe, paddle or creem"
+	case errors.Is(err, checkout.ErrProviderUnavailable):
+		return http.StatusUnprocessableEntity, CodeProviderUnavailable, "this payment provider is not available: it has no API key configured"
+	case errors.Is(err, checkout.ErrProviderDown):
+		return http.StatusServiceUnavailable, CodeProviderDown, "the payment provider is not answering; retry with the same Idempotency-Key after Retry-After"
+	case errors.Is(err, checkout.ErrProviderRejected):
+		return http.StatusBadGateway, CodeProviderRejected, rejectedDetail(err)
+	case errors.Is(err, checkout.ErrPriceMismatch), errors.Is(err, checkout.ErrNotConfigured):
+		return http.StatusInternalServerError, CodeCheckoutMisconfigured, "this SKU is misconfigured at the payment provider; nothing was charged"
+	case errors.Is(err, fulfillment.ErrCheckoutKeyReused):
+		return http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "this Idempotency-Key was used for a different request"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "timeout", "the request took too long; retry with the same Idempotency-Key"
 	}
 	return http.StatusInternalServerError, CodeInternal, "internal error; retry with the same Idempotency-Key"
+}
+
+// rejectedDetail is the provider's own message for a refused checkout.
+func rejectedDetail(err error) string {
+	if re, ok := errors.AsType[*checkout.RejectedError](err); ok {
+		return re.Provider + " rejected the checkout: " + re.Message
+	}
+	return "the payment provider rejected the checkout"
 }
 
 // writeError answers err as problem+json; 5xx causes are logged, not shown.
@@ -118,6 +143,9 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="billing"`)
+	}
+	if down, ok := errors.AsType[*checkout.DownError](err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(down.RetryAfter, time.Second).Seconds())))
 	}
 	writeProblem(w, status, code, detail)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"riverqueue.com/riverui"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -30,6 +31,12 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Checkouts opens provider checkouts; nil means one built from Config
+	// (a provider without an API key is then unavailable).
+	Checkouts *checkout.Service
+	// DevCheckout, when set (billing dev only), serves the simulated hosted
+	// checkout page at checkout.SimulatedPath.
+	DevCheckout http.Handler
 }
 
 // Server is the HTTP handler plus what it must start and stop.

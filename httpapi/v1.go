@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/idempotency"
 	"github.com/fibe-dev/billing/jobs"
@@ -36,6 +37,8 @@ type api struct {
 	idem    *idempotency.Middleware
 	logger  *slog.Logger
 	now     func() time.Time
+	// checkouts opens provider checkouts (POST /v1/checkouts).
+	checkouts *checkout.Service
 }
 
 func newAPI(opts Options) *api {
@@ -49,6 +52,11 @@ func newAPI(opts Options) *api {
 		Pool: opts.Pool, PlayerID: playerID, WriteError: a.writeError, Now: opts.Now, Logger: opts.Logger,
 		MaxBodyBytes: maxBodyBytes,
 	})
+	a.checkouts = opts.Checkouts
+	if a.checkouts == nil {
+		a.checkouts = checkout.NewService(checkout.Options{Openers: checkout.OpenersFromConfig(cfg, nil), SKUs: cfg.SKUs,
+			SuccessURL: cfg.CheckoutSuccessURL, CancelURL: cfg.CheckoutCancelURL, Logger: opts.Logger})
+	}
 	return a
 }
 
@@ -64,7 +72,7 @@ func (a *api) routes() []route {
 		{"GET /v1/wallets", a.read(a.getWallets)},
 		{"GET /v1/wallets/{currency}/transactions", a.read(a.listTransactions)},
 		{"POST /v1/conversions", a.write(a.createConversion)},
-		{"POST /v1/checkouts", a.write(a.createCheckout)},
+		{"POST /v1/checkouts", a.writeOutsideTx(a.createCheckout)},
 		{"GET /v1/orders/{id}", a.read(a.getOrder)},
 		{"POST /v1/marquees", a.write(a.createMarquee)},
 		{"GET /v1/marquees", a.read(a.listMarquees)},

@@ -106,6 +106,12 @@ func (m *Middleware) Wrap(h HandlerFunc) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc) {
+	m.serveWith(w, r, func(w http.ResponseWriter, r *http.Request, claim *Claim) { m.run(w, r, h, claim) })
+}
+
+// serveWith checks the request's key and calls run, with the claim (nil
+// without a key), unless the key answers by itself (replay, in use, reused).
+func (m *Middleware) serveWith(w http.ResponseWriter, r *http.Request, run func(http.ResponseWriter, *http.Request, *Claim)) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -118,7 +124,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	raw, hasKey := r.Header[http.CanonicalHeaderKey(HeaderKey)]
 	if !hasKey {
-		m.run(w, r, h, nil)
+		run(w, r, nil)
 		return
 	}
 	key, err := ParseKey(raw[0])
@@ -146,7 +152,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc
 		writeResponse(w, look.Replay, true)
 	default:
 		requestsTotal.WithLabelValues("miss").Inc()
-		m.run(w, r, h, look.Claim)
+		run(w, r, look.Claim)
 	}
 }
 

@@ -82,6 +82,8 @@ func runDev(ctx context.Context, cmd *cobra.Command, dir string) error {
 		ln.Close()
 		return err
 	}
+	// Providers without an API key get the simulated checkout page.
+	cfg.DevCheckoutURL = "http://" + strings.Replace(ln.Addr().String(), "[::]", "localhost", 1)
 	printDevBanner(out, cfg, ln.Addr().String(), seed)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -123,6 +125,12 @@ billing dev is running.
   Health     %[1]s/healthz
   Database   %[4]s
 `, base, cfg.RiverUIUser, cfg.RiverUIPassword, redactURL(cfg.DatabaseURL))
+	if cfg.DevCheckoutURL != "" {
+		fmt.Fprintf(w, `Buy in a browser: POST /v1/checkouts answers a checkout_url; for a provider
+without an API key it is a simulated page here (%s/dev/checkout/<order>)
+whose Pay button sends the provider's signed webhook to this server.
+`, cfg.DevCheckoutURL)
+	}
 	seed.print(w, base)
 	fmt.Fprintln(w, "\nCtrl-C stops everything.")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/webhook"
 )
@@ -37,6 +38,11 @@ func TestMetrics(t *testing.T) {
 		"BILLING_STRIPE_WEBHOOK_SECRET=" + secrets["stripe"],
 		"BILLING_PADDLE_WEBHOOK_SECRET=" + secrets["paddle"],
 		"BILLING_CREEM_WEBHOOK_SECRET=" + secrets["creem"]}
+	// Checkouts need a provider API: a recording fake plays Stripe and Paddle.
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	env = append(env, "BILLING_STRIPE_SECRET_KEY=sk_test_metrics", "BILLING_STRIPE_API_URL="+fake.URL,
+		"BILLING_PADDLE_API_KEY=pdl_metrics", "BILLING_PADDLE_ENVIRONMENT="+fake.URL)
 	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr), "web")
 	worker := startProc(t, append(env, "BILLING_METRICS_ADDR="+metricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
 	webURL, workerURL := "http://"+webAddr, "http://"+metricsAddr

@@ -36,6 +36,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newEnforceCmd(),
 		newChaosCmd(),
 		newPlayersCmd(),
+		newReconcileCmd(),
 	)
 	return root
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/internal/devcheckout"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/webhook"
 )
 
 func newWebCmd() *cobra.Command {
@@ -58,7 +60,12 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 	registerStateCollector.Do(func() {
 		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil))
 	})
-	srv, err := httpapi.New(httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger})
+	opts := httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger}
+	if cfg.DevCheckoutURL != "" {
+		opts.DevCheckout = devcheckout.Handler(devcheckout.Options{Pool: pool,
+			BaseURL: cfg.DevCheckoutURL, Secrets: webhook.SecretsFromConfig(cfg), Logger: logger})
+	}
+	srv, err := httpapi.New(opts)
 	if err != nil {
 		return err
 	}
