@@ -53,6 +53,10 @@ var (
 	ErrInUse        = errors.New("idempotency: key is in use by a request that is still running")
 	ErrReused       = errors.New("idempotency: key was used for a different request")
 	ErrBodyTooLarge = errors.New("idempotency: request body too large")
+	// ErrBodyIncomplete and ErrBodyTimeout are a body the client cut short
+	// or sent too slowly: the client's fault (4xx), not the server's.
+	ErrBodyIncomplete = errors.New("idempotency: request body ended early")
+	ErrBodyTimeout    = errors.New("idempotency: request body timed out")
 	// ErrNoPlayer means the middleware ran on an unauthenticated request: a
 	// wiring bug, answered as a 500.
 	ErrNoPlayer = errors.New("idempotency: no authenticated player on the request")
