@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// Bodies a proxy in front of the API could read differently from us are
+// refused: duplicate member names (a proxy reading the first "mana" sees 1,
+// encoding/json applied the last) and names that match only if case is
+// ignored.
+func TestStrictJSONBodies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 5000)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/conversions", `{"mana":1,"mana":1000}`},
+		{"/v1/conversions", `{"mana":1000,"mana":1}`},
+		{"/v1/conversions", `{"MANA":3}`},
+		{"/v1/conversions", `{"Mana":3}`},
+		{"/v1/conversions", `{"mana":1,"Mana":1000}`},
+		{"/v1/marquees", `{"name":"a","name":"b","plan":"standard"}`},
+		{"/v1/marquees", `{"Name":"a","plan":"standard"}`},
+		{"/v1/checkouts", `{"sku":"mana_1000","provider":"stripe","provider":"paddle"}`},
+		{"/v1/checkouts", `{"SKU":"mana_1000","provider":"stripe"}`},
+	} {
+		t.Run(tc.body, func(t *testing.T) {
+			requireProblem(t, e.do(alice, http.MethodPost, tc.path, "", tc.body), http.StatusBadRequest, CodeInvalidRequest)
+		})
+	}
+	require.Equal(t, int64(5000), balance(t, e, alice, wallet.Mana), "nothing moved")
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM marquees`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM orders`))
+	e.requireAuditClean()
+}
+
+// An Idempotency-Key too long to embed in its wallet key is hashed; a
+// client could once send, as a short key, the very string the hash form
+// spells, and so make two distinct conversions share one wallet key (the
+// second silently answered with the first's postings). Both must now run.
+func TestLongAndShortIdempotencyKeysNeverShareAWalletKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 1000)
+	long := strings.Repeat("L", 250)
+	spoof := fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(long)))
+
+	first := e.do(alice, http.MethodPost, "/v1/conversions", long, `{"mana":7}`)
+	require.Equal(t, http.StatusCreated, first.status, string(first.raw))
+	second := e.do(alice, http.MethodPost, "/v1/conversions", spoof, `{"mana":7}`)
+	require.Equal(t, http.StatusCreated, second.status, string(second.raw))
+	require.False(t, second.replayed())
+
+	id := func(r reply) any { return r.body["mana_debit"].(map[string]any)["id"] }
+	require.NotEqual(t, id(first), id(second), "two keys, two conversions")
+	require.Equal(t, int64(1000-14), balance(t, e, alice, wallet.Mana))
+	require.Equal(t, int64(14), balance(t, e, alice, wallet.Sparks))
+	e.requireAuditClean()
+}
+
+// One resource has one URL: only the canonical decimal id resolves.
+func TestPathIDsMustBeCanonical(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	r := e.do(alice, http.MethodPost, "/v1/checkouts", "", `{"sku":"mana_1000","provider":"stripe"}`)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.str("id")
+	require.Equal(t, http.StatusOK, e.do(alice, http.MethodGet, "/v1/orders/"+id, "", "").status)
+	for _, alias := range []string{"0" + id, "00" + id, "+" + id, "%2B" + id, id + "%20", "%20" + id, "-0", "0"} {
+		t.Run(alias, func(t *testing.T) {
+			requireProblem(t, e.do(alice, http.MethodGet, "/v1/orders/"+alias, "", ""), http.StatusNotFound, CodeNotFound)
+		})
+	}
+}
+
+// A body declared as anything but JSON is refused before anything runs,
+// its Idempotency-Key included.
+func TestNonJSONContentTypeIs415(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 100)
+	post := func(contentType, key string) reply {
+		req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/conversions", strings.NewReader(`{"mana":1}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+alice.key)
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Idempotency-Key", key)
+		return send(t, req)
+	}
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+		"application/jsonx", "text/json", "garbage;;", "application/xml"} {
+		t.Run(ct, func(t *testing.T) {
+			requireProblem(t, post(ct, "k-"+ct), http.StatusUnsupportedMediaType, CodeUnsupportedMediaType)
+		})
+	}
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM idempotency_keys`), "no key was claimed")
+	require.Equal(t, int64(100), balance(t, e, alice, wallet.Mana))
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", "application/merge-patch+json"} {
+		require.Equal(t, http.StatusCreated, post(ct, "ok-"+ct).status, ct)
+	}
+	e.requireAuditClean()
+}
+
+// A duplicate of a request that is still running answers 409 with a
+// Retry-After.
+func TestInUseAnswerCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 100)
+	ctx := context.Background()
+	lock, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lock.Rollback(ctx) })
+	_, err = lock.Exec(ctx, `SELECT 1 FROM wallets WHERE player_id = $1 FOR UPDATE`, alice.id)
+	require.NoError(t, err)
+
+	done := make(chan reply, 1)
+	go func() { done <- e.do(alice, http.MethodPost, "/v1/conversions", "held", `{"mana":1}`) }()
+	require.Eventually(t, func() bool {
+		return e.count(`SELECT count(*) FROM idempotency_keys WHERE status = 'running'`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	dup := e.do(alice, http.MethodPost, "/v1/conversions", "held", `{"mana":1}`)
+	requireProblem(t, dup, http.StatusConflict, CodeIdempotencyKeyInUse)
+	require.Equal(t, "1", dup.header.Get("Retry-After"))
+	require.NoError(t, lock.Rollback(ctx))
+	require.Equal(t, http.StatusCreated, (<-done).status)
+	e.requireAuditClean()
+}
+
+// Every 503 the API answers says when to come back, whatever its cause.
+func TestServiceUnavailableCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	a := &api{logger: quiet}
+	for _, err := range []error{context.DeadlineExceeded, fmt.Errorf("fund: %w", context.DeadlineExceeded)} {
+		w := httptest.NewRecorder()
+		a.writeError(w, httptest.NewRequest(http.MethodPost, "/v1/conversions", nil), err)
+		require.Equal(t, http.StatusServiceUnavailable, w.Code)
+		require.Equal(t, "1", w.Header().Get("Retry-After"))
+		require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+	}
+}
+
+// send does req and reads its answer.
+func send(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
