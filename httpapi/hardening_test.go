@@ -169,3 +169,27 @@ func send(t *testing.T, req *http.Request) reply {
 	_ = json.Unmarshal(raw, &r.body)
 	return r
 }
+
+// Marquee and playground names follow one rule: the invisible and
+// direction-changing characters a Marquee name refuses, a playground name
+// refuses too.
+func TestNamesFollowOneRule(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	mq := idStr(e.fundedMarquee(alice))
+	for _, name := range []string{"evil\u202egnp.exe", "zero\u200bwidth", "next\u0085line", "line\u2028sep", "tab\tname"} {
+		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
+			body, err := json.Marshal(map[string]string{"name": name, "plan": "standard"})
+			require.NoError(t, err)
+			requireProblem(t, e.do(alice, http.MethodPost, "/v1/marquees", "", string(body)), http.StatusBadRequest, "invalid_name")
+			body, err = json.Marshal(map[string]string{"name": name})
+			require.NoError(t, err)
+			requireProblem(t, e.do(alice, http.MethodPost, "/v1/marquees/"+mq+"/playgrounds", "", string(body)),
+				http.StatusBadRequest, "invalid_name")
+		})
+	}
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM playgrounds`))
+	r := e.do(alice, http.MethodPost, "/v1/marquees/"+mq+"/playgrounds", "", `{"name":"café 🎉"}`)
+	require.Equal(t, http.StatusAccepted, r.status, string(r.raw))
+}
