@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -192,4 +196,59 @@ func TestNamesFollowOneRule(t *testing.T) {
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM playgrounds`))
 	r := e.do(alice, http.MethodPost, "/v1/marquees/"+mq+"/playgrounds", "", `{"name":"café 🎉"}`)
 	require.Equal(t, http.StatusAccepted, r.status, string(r.raw))
+}
+
+// noRedirects is a client that shows a redirect instead of following it.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// Every error answer is problem+json: a path that is not canonical (404,
+// not the mux's 307), oversized headers (431), the River UI's 401 (with
+// its challenge) and /healthz's 503.
+func TestEveryErrorIsAProblem(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, func(c *config.Config) { c.RiverUIUser, c.RiverUIPassword = "ops", "secret" })
+	alice := e.newPlayer("alice")
+	get := func(path string, header map[string]string) reply {
+		req, err := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+alice.key)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirects.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+		_ = json.Unmarshal(raw, &r.body)
+		return r
+	}
+	require.Equal(t, http.StatusOK, get("/v1/wallets", nil).status)
+	for _, p := range []string{"/v1//wallets", "//v1/wallets", "/v1/x/../wallets", "/v1/./wallets", "/v1/wallets/.", "/v1/%2e%2e/v1/wallets"} {
+		t.Run(p, func(t *testing.T) { requireProblem(t, get(p, nil), http.StatusNotFound, CodeNotFound) })
+	}
+	requireProblem(t, get("/v1/wallets", map[string]string{"X-Big": strings.Repeat("b", 100<<10)}),
+		http.StatusRequestHeaderFieldsTooLarge, CodeHeadersTooLarge)
+
+	ui := get("/riverui/", map[string]string{"Authorization": "Basic b3BzOndyb25n"}) // ops:wrong
+	requireProblem(t, ui, http.StatusUnauthorized, CodeUnauthorized)
+	require.Contains(t, ui.header.Get("WWW-Authenticate"), `Basic realm="River UI"`)
+
+	down := testdbPool(t)
+	down.Close()
+	s, err := New(Options{Pool: down, Config: e.cfg, Logger: quiet, Gatherer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+	require.NotEmpty(t, w.Header().Get("Retry-After"))
+}
+
+func testdbPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), testdb.NewURL(t))
+	require.NoError(t, err)
+	return pool
 }
