@@ -22,6 +22,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v82 v82.5.1
 	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.16.0
 	riverqueue.com/riverui v0.22.0
 )
 

@@ -40,6 +40,7 @@ const (
 	KeyFundAhead        = "fund_ahead"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
+	KeyRateLimit        = "rate_limit"
 )
 
 // SKU is a purchasable Mana pack: what it costs in a provider currency and
@@ -84,6 +85,8 @@ type Config struct {
 	RescueAfter time.Duration
 	SKUs        map[string]SKU
 	Plans       map[string]Plan
+	// RateLimit bounds each player's requests to the API (BILLING_RATE_LIMIT).
+	RateLimit RateLimit
 }
 
 // Error is a configuration error naming the key at fault.
@@ -173,6 +176,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyJobTimeout, "1m")
 	v.SetDefault(KeyRescueAfter, "5m")
 	v.SetDefault(KeyFundAhead, "0s")
+	v.SetDefault(KeyRateLimit, DefaultRateLimit)
 }
 
 var envKeys = []string{
@@ -180,6 +184,7 @@ var envKeys = []string{
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
+	KeyRateLimit,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -258,6 +263,9 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	}
 	if err := c.decodeCatalogue(v); err != nil {
 		return nil, err
+	}
+	if c.RateLimit, err = ParseRateLimit(v.GetString(KeyRateLimit)); err != nil {
+		return nil, &Error{Key: KeyRateLimit, Err: err}
 	}
 	return c, nil
 }

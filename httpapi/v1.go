@@ -38,6 +38,7 @@ type api struct {
 	cfg     *config.Config
 	wallets *wallet.Store
 	idem    *idempotency.Middleware
+	limiter *limiter
 	logger  *slog.Logger
 	now     func() time.Time
 }
@@ -48,7 +49,7 @@ func newAPI(opts Options) *api {
 		cfg = &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(), Plans: config.DefaultPlans()}
 	}
 	a := &api{pool: opts.Pool, river: opts.River, cfg: cfg, logger: opts.Logger, now: opts.Now,
-		wallets: wallet.New(opts.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})}
+		wallets: wallet.New(opts.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}), limiter: newLimiter(cfg.RateLimit)}
 	a.idem = idempotency.NewMiddleware(idempotency.Options{
 		Pool: opts.Pool, PlayerID: playerID, WriteError: a.writeError, Now: opts.Now, Logger: opts.Logger,
 		MaxBodyBytes: maxBodyBytes,
@@ -82,11 +83,12 @@ func (a *api) routes() []route {
 	}
 }
 
-// mountV1 mounts every /v1 route behind request ids, metrics and auth.
+// mountV1 mounts every /v1 route behind request ids, metrics, auth and
+// the per-player limits.
 func (s *Server) mountV1() {
 	a := newAPI(s.opts)
 	for _, rt := range a.routes() {
-		s.mux.Handle(rt.pattern, instrument(rt.pattern, a.authenticate(rt.handler)))
+		s.mux.Handle(rt.pattern, instrument(rt.pattern, a.authenticate(a.limit(rt.handler))))
 	}
 }
 
