@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,10 @@ type limiter struct {
 type playerLimit struct {
 	bucket   *rate.Limiter // nil: no rate limit
 	slots    chan struct{} // nil: no concurrency bound
-	lastUsed time.Time
+	lastUsed time.Time     // guarded by limiter.mu
+	// lastLogged (unix nanoseconds) spaces out the log lines of a player
+	// being refused: one a minute says who, without a line per request.
+	lastLogged atomic.Int64
 }
 
 func newLimiter(cfg config.RateLimit) *limiter {
@@ -97,12 +101,12 @@ func (a *api) limit(next http.Handler) http.Handler {
 		now := time.Now() // real time: the limiter must refill even under a test's fixed clock
 		p := a.limiter.of(player, now)
 		if wait := p.take(now); wait > 0 {
-			a.tooMany(w, limitedRate, wait, "too many requests for this API key; retry after the Retry-After delay")
+			a.tooMany(w, r, p, limitedRate, wait, "too many requests for this API key; retry after the Retry-After delay")
 			return
 		}
 		release, ok := p.enter(r)
 		if !ok {
-			a.tooMany(w, limitedConcurrent, time.Second, "too many requests in flight for this API key; retry later")
+			a.tooMany(w, r, p, limitedConcurrent, time.Second, "too many requests in flight for this API key; retry later")
 			return
 		}
 		defer release()
@@ -148,8 +152,14 @@ func (p *playerLimit) enter(r *http.Request) (release func(), ok bool) {
 	return nil, false
 }
 
-func (a *api) tooMany(w http.ResponseWriter, reason string, wait time.Duration, detail string) {
+func (a *api) tooMany(w http.ResponseWriter, r *http.Request, p *playerLimit, reason string, wait time.Duration, detail string) {
 	rateLimited.WithLabelValues(reason).Inc()
+	now := time.Now().UnixNano()
+	if last := p.lastLogged.Load(); now-last > int64(time.Minute) && p.lastLogged.CompareAndSwap(last, now) {
+		player, _ := playerID(r)
+		a.logger.WarnContext(r.Context(), "api rate limited (logged at most once a minute per player)",
+			"player_id", player, "reason", reason, "path", r.URL.Path)
+	}
 	problem.SetRetryAfter(w, wait)
 	problem.Write(w, http.StatusTooManyRequests, CodeRateLimited, detail)
 }
