@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -251,4 +253,35 @@ func testdbPool(t *testing.T) *pgxpool.Pool {
 	pool, err := pgxpool.New(context.Background(), testdb.NewURL(t))
 	require.NoError(t, err)
 	return pool
+}
+
+// A body the client cuts short is its own fault: 400, counted as a 4xx
+// (the 5xx alert must not be trippable by any client), nothing stored.
+func TestTruncatedBodyIsA400NotA5xx(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 100)
+	route := "POST /v1/conversions"
+	before400, before500 := counterValue(t, route, "400"), counterValue(t, route, "500")
+	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = fmt.Fprintf(conn, "POST /v1/conversions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Idempotency-Key: cut-short\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"mana\":", alice.key)
+	require.NoError(t, err)
+	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+	require.NoError(t, json.Unmarshal(raw, &r.body))
+	requireProblem(t, r, http.StatusBadRequest, CodeBodyIncomplete)
+	require.Equal(t, 1.0, counterValue(t, route, "400")-before400)
+	require.Equal(t, 0.0, counterValue(t, route, "500")-before500)
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM idempotency_keys`))
+	require.Equal(t, int64(100), balance(t, e, alice, wallet.Mana))
 }

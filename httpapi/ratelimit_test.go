@@ -118,3 +118,16 @@ func postConversion(e *env, p player, key string) int {
 	_ = resp.Body.Close()
 	return resp.StatusCode
 }
+
+// Twenty racing retries of one conversion under a tight in-flight bound:
+// the ones that wait their turn replay the first answer; money moves once.
+func TestRacingRetriesUnderTheLimiterHaveOneEffect(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, func(c *config.Config) { c.RateLimit = config.RateLimit{PerSecond: 1000, Burst: 1000, Concurrent: 2} })
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 100)
+	requireOneEffect(t, raceSame(e, alice, 20, "/v1/conversions", "race-limited", `{"mana":30}`), http.StatusCreated)
+	require.Equal(t, int64(70), balance(t, e, alice, wallet.Mana))
+	require.Equal(t, int64(30), balance(t, e, alice, wallet.Sparks))
+	e.requireAuditClean()
+}

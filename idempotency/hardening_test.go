@@ -118,3 +118,21 @@ func TestAbortedOrTrickledBodyIsAClientError(t *testing.T) {
 	require.NoError(t, f.pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&keys))
 	require.Equal(t, 0, keys)
 }
+
+// A handler that ignores its context and finishes after the deadline: its
+// commit fails on the expired context, and the claim must still be
+// released at once, so the retry runs rather than answering 409.
+func TestHandlerFinishingAfterItsDeadlineReleasesItsKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, idempotency.Options{HandlerTimeout: 200 * time.Millisecond})
+	f.setHandler(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
+		time.Sleep(400 * time.Millisecond) // deaf to r.Context()
+		w.WriteHeader(http.StatusCreated)
+	})
+	first := f.post(t, f.player, "late", `{}`)
+	require.GreaterOrEqual(t, first.status, 500, first.body)
+	f.setHandler(f.effect(http.StatusCreated, 0))
+	retry := f.post(t, f.player, "late", `{}`)
+	require.Equal(t, http.StatusCreated, retry.status, retry.body)
+	require.Equal(t, 1, f.effects(t))
+}
