@@ -49,7 +49,8 @@ type Options struct {
 	// PlayerID scopes keys: it returns the authenticated player of r.
 	PlayerID func(r *http.Request) (int64, bool)
 	// WriteError renders the middleware's own refusals (ErrInvalidKey,
-	// ErrInUse, ErrReused, ErrBodyTooLarge) and internal errors.
+	// ErrInUse, ErrReused, ErrBodyTooLarge, ErrBodyIncomplete,
+	// ErrBodyTimeout) and internal errors.
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
 	Now        func() time.Time
 	Logger     *slog.Logger
