@@ -121,7 +121,9 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	s, err := httpapi.New(httpapi.Options{Pool: pool, River: river, Config: cfg, Logger: slog.New(errs),
 		Gatherer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
 	require.NoError(t, err)
-	srv := httptest.NewServer(s)
+	srv := httptest.NewUnstartedServer(s)
+	srv.Listener = httpapi.ProblemListener(srv.Listener) // as `billing web` serves
+	srv.Start()
 	t.Cleanup(srv.Close)
 	h := &hostileEnv{pool: pool, srv: srv, now: now, errs: errs, client: &http.Client{
 		Timeout:       time.Minute,
@@ -198,8 +200,7 @@ type hostileCase struct {
 	name   string
 	req    hostileReq
 	status int
-	// code is the problem+json code wanted; "" for answers Go's server
-	// gives before any handler runs (431, a malformed header).
+	// code is the problem+json code wanted; "" to check only the status.
 	code string
 	// legit explains why an otherwise valid request may succeed; effect
 	// names the rows it may add (every other table must be unchanged);
@@ -427,9 +428,9 @@ func (h *hostileEnv) cases() []hostileCase {
 
 	// --- Huge headers. Go's server reads up to http.DefaultMaxHeaderBytes
 	// (1 MiB, plus 4 KiB slack; neither `billing web` nor httptest lowers
-	// it) and answers a plain 431 beyond, before any handler runs. Below
-	// that, the API refuses a header block over 64 KiB with a 431 problem
-	// before any route sees it.
+	// it) and answers 431 beyond, before any handler runs (a problem all
+	// the same: httpapi.ProblemListener). Below that, the API refuses a
+	// header block over 64 KiB with a 431 problem before any route sees it.
 	big := strings.Repeat("k", 100<<10)
 	filler := make([]string, 20_000) // 1.5 MB of small headers
 	for i := range filler {
@@ -443,21 +444,21 @@ func (h *hostileEnv) cases() []hostileCase {
 		hostileCase{name: "headers/100KB webhook signature", status: 431, code: httpapi.CodeHeadersTooLarge,
 			req: hostileReq{method: http.MethodPost, path: "/webhooks/stripe", body: h.paidEvent,
 				header: map[string]string{"Stripe-Signature": "t=1,v1=" + big}}},
-		hostileCase{name: "headers/2MB header value", status: 431,
+		hostileCase{name: "headers/2MB header value", status: 431, code: httpapi.CodeHeadersTooLarge,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, "X-Filler: "+strings.Repeat("x", 2<<20))}},
-		hostileCase{name: "headers/20000 headers", status: 431,
+		hostileCase{name: "headers/20000 headers", status: 431, code: httpapi.CodeHeadersTooLarge,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, filler...)}},
-		hostileCase{name: "headers/2MB webhook signature", status: 431,
+		hostileCase{name: "headers/2MB webhook signature", status: 431, code: httpapi.CodeHeadersTooLarge,
 			req: hostileReq{raw: "POST /webhooks/stripe HTTP/1.1\r\nHost: billing\r\nStripe-Signature: t=1,v1=" +
 				strings.Repeat("0", 2<<20) + "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"}},
 	)
 	// Bytes Go's client refuses to send; Go's server refuses them too.
 	add(
-		hostileCase{name: "headers/NUL in Idempotency-Key", status: 400,
+		hostileCase{name: "headers/NUL in Idempotency-Key", status: 400, code: httpapi.CodeInvalidRequest,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, "Idempotency-Key: k\x00k")}},
-		hostileCase{name: "headers/NUL in Authorization", status: 400,
+		hostileCase{name: "headers/NUL in Authorization", status: 400, code: httpapi.CodeInvalidRequest,
 			req: hostileReq{raw: strings.Replace(h.rawPost("/v1/conversions", `{"mana":1}`), "Bearer ", "Bearer \x00", 1)}},
-		hostileCase{name: "headers/CR in Idempotency-Key", status: 400,
+		hostileCase{name: "headers/CR in Idempotency-Key", status: 400, code: httpapi.CodeInvalidRequest,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, "Idempotency-Key: k\rX-Injected: 1")}},
 	)
 

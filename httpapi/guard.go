@@ -13,7 +13,8 @@ import (
 // Idempotency-Key of at most 255 characters, a provider's signature), so
 // 64 KiB is generous; beyond it the answer is a 431 problem. (Go's server
 // refuses a header block over its own read limit, 1 MiB, before any
-// handler runs, with a plain-text 431 and a closed connection.)
+// handler runs, and closes the connection; ProblemListener makes that
+// answer a problem too.)
 const maxHeaderBytes = 64 << 10
 
 // preflight refuses, before routing, a request no route may see: a header

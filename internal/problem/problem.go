@@ -41,8 +41,15 @@ func Write(w http.ResponseWriter, status int, code, detail string) {
 		SetRetryAfter(w, DefaultRetryAfter)
 	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
-		Code: code, Detail: detail})
+	_, _ = w.Write(Body(status, code, detail))
+}
+
+// Body is the problem+json body Write sends, for a writer that has no
+// http.ResponseWriter (an answer written on the raw connection).
+func Body(status int, code, detail string) []byte {
+	b, _ := json.Marshal(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
+		Code: code, Detail: detail}) // cannot fail: strings and an int
+	return append(b, '\n')
 }
 
 // SetRetryAfter sets the Retry-After header to d in whole seconds, at
