@@ -101,12 +101,12 @@ func (a *api) limit(next http.Handler) http.Handler {
 		now := time.Now() // real time: the limiter must refill even under a test's fixed clock
 		p := a.limiter.of(player, now)
 		if wait := p.take(now); wait > 0 {
-			a.tooMany(w, r, p, limitedRate, wait, "too many requests for this API key; retry after the Retry-After delay")
+			a.tooMany(w, r, p, limitedRate, wait, "too many requests for this player; retry after the Retry-After delay")
 			return
 		}
 		release, ok := p.enter(r)
 		if !ok {
-			a.tooMany(w, r, p, limitedConcurrent, time.Second, "too many requests in flight for this API key; retry later")
+			a.tooMany(w, r, p, limitedConcurrent, time.Second, "too many requests in flight for this player; retry later")
 			return
 		}
 		defer release()
