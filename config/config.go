@@ -55,6 +55,7 @@ const (
 	KeyCheckoutSuccessURL = "checkout_success_url"
 	KeyCheckoutCancelURL  = "checkout_cancel_url"
 	KeyReconcileSchedule  = "reconcile_schedule"
+	KeyRateLimit          = "rate_limit"
 )
 
 // Provider API base URLs.
@@ -128,6 +129,8 @@ type Config struct {
 	// the base URL at which a provider without an API key gets a local,
 	// simulated hosted checkout page instead of answering 422.
 	DevCheckoutURL string
+	// RateLimit bounds each player's requests to the API (BILLING_RATE_LIMIT).
+	RateLimit RateLimit
 }
 
 // Error is a configuration error naming the key at fault.
@@ -231,6 +234,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyCheckoutSuccessURL, DefaultCheckoutURL)
 	v.SetDefault(KeyCheckoutCancelURL, DefaultCheckoutURL)
 	v.SetDefault(KeyReconcileSchedule, defaultReconcileSpec)
+	v.SetDefault(KeyRateLimit, DefaultRateLimit)
 }
 
 var envKeys = []string{
@@ -241,6 +245,7 @@ var envKeys = []string{
 	KeyBatchComplete,
 	KeyStripeSecretKey, KeyStripeAPIURL, KeyPaddleAPIKey, KeyPaddleEnvironment, KeyCreemAPIKey, KeyCreemAPIURL,
 	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule,
+	KeyRateLimit,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -325,6 +330,9 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	}
 	if err := c.decodeProviders(v); err != nil {
 		return nil, err
+	}
+	if c.RateLimit, err = ParseRateLimit(v.GetString(KeyRateLimit)); err != nil {
+		return nil, &Error{Key: KeyRateLimit, Err: err}
 	}
 	return c, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/problem"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -73,6 +74,9 @@ func New(opts Options) (*Server, error) {
 // ServeHTTP implements http.Handler. A request no route matches gets its
 // 404 or 405 as problem+json.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !preflight(w, r) {
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		w = &unmatched{ResponseWriter: w}
 	}
@@ -95,7 +99,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := s.opts.Pool.Ping(ctx); err != nil {
 		s.opts.Logger.WarnContext(ctx, "healthz: database unreachable", "error", err)
-		http.Error(w, "database unreachable\n", http.StatusServiceUnavailable)
+		problem.Write(w, http.StatusServiceUnavailable, "database_unreachable", "the database is unreachable")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -132,7 +136,7 @@ func BasicAuth(user, password, realm string, next http.Handler) http.Handler {
 		passOK := subtle.ConstantTimeCompare([]byte(p), []byte(password)) == 1
 		if !ok || !userOK || !passOK {
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Basic realm=%q, charset=\"UTF-8\"", realm))
-			http.Error(w, "unauthorized\n", http.StatusUnauthorized)
+			problem.Write(w, http.StatusUnauthorized, CodeUnauthorized, "valid credentials are required (HTTP Basic)")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -83,7 +83,7 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(httpapi.ProblemListener(ln)) }()
 	logger.Info("web listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
