@@ -187,3 +187,23 @@ func EmptyURL(t testing.TB) string {
 	t.Cleanup(func() { dropDatabase(name) })
 	return urlFor(name)
 }
+
+// Beginner is what Begin needs: a pool or a connection.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Begin starts a transaction for t and registers its rollback as a cleanup
+// at once. A test that fails while holding it (require stops the test
+// before any later Rollback line) then gives its connection back, so the
+// pool's Close in an earlier cleanup does not wait forever. Rolling back a
+// committed transaction is a no-op.
+func Begin(t testing.TB, db Beginner) pgx.Tx {
+	t.Helper()
+	tx, err := db.Begin(context.Background())
+	if err != nil {
+		t.Fatalf("testdb: begin: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
