@@ -6,6 +6,9 @@
 // and CI runs as root: in that case the cluster runs as the `postgres` system
 // user through tiny wrapper scripts that `runuser` the real binaries, which
 // keeps the whole thing transparent to callers.
+//
+// A cluster never outlives the process that started it: a watchdog process
+// (see watchdog.go) stops it when that process dies without calling Stop.
 package pglocal
 
 import (
@@ -41,6 +44,9 @@ type Options struct {
 	Fast bool
 	// Log receives PostgreSQL's output; nil discards it.
 	Log io.Writer
+	// Ephemeral marks Dir as scratch: should this process die without
+	// calling Stop, the watchdog removes Dir after stopping the cluster.
+	Ephemeral bool
 }
 
 // Server is a running cluster.
@@ -50,6 +56,7 @@ type Server struct {
 	db       string
 	binaries string // directory holding bin/pg_ctl (the root wrappers when root)
 	dataDir  string
+	watchdog *watchdog
 }
 
 // FindBinaries returns the directory that contains bin/pg_ctl.
@@ -129,12 +136,28 @@ func Start(opts Options) (*Server, error) {
 		StartParameters(params).
 		StartTimeout(60 * time.Second).
 		Logger(logw)
-	pg := embeddedpostgres.NewDatabase(cfg)
-	if err := pg.Start(); err != nil {
+	s := &Server{pg: embeddedpostgres.NewDatabase(cfg), port: opts.Port, db: opts.Database, binaries: binaries,
+		dataDir: filepath.Join(opts.Dir, "data")}
+	// The watchdog comes first: a cluster never outlives the process that
+	// started it, even one killed with SIGKILL (or by a test timeout's
+	// panic) while PostgreSQL was still starting, so a red run never leaks
+	// servers into the next.
+	if s.watchdog, err = startWatchdog(pgctlPath(binaries), s.dataDir, ephemeralDir(opts)); err != nil {
+		return nil, err
+	}
+	if err := s.pg.Start(); err != nil {
+		s.watchdog.finish(false)
 		return nil, fmt.Errorf("pglocal: start PostgreSQL in %s: %w", opts.Dir, err)
 	}
-	return &Server{pg: pg, port: opts.Port, db: opts.Database, binaries: binaries,
-		dataDir: filepath.Join(opts.Dir, "data")}, nil
+	return s, nil
+}
+
+// ephemeralDir is the directory the watchdog removes, "" for none.
+func ephemeralDir(opts Options) string {
+	if opts.Ephemeral {
+		return opts.Dir
+	}
+	return ""
 }
 
 // URL is the connection URL of the cluster's database.
@@ -149,7 +172,11 @@ func (s *Server) DatabaseURL(db string) string {
 func (s *Server) Port() int { return s.port }
 
 // Stop shuts the cluster down (fast mode) and waits for it.
-func (s *Server) Stop() error { return s.pg.Stop() }
+func (s *Server) Stop() error {
+	err := s.pg.Stop()
+	s.watchdog.finish(err == nil)
+	return err
+}
 
 // Restart is `pg_ctl restart -m fast`: every connection is cut, as in a
 // failover or a crash-restart of the primary. Fault-injection tests use it.
