@@ -77,6 +77,10 @@ type Run struct {
 	// load's end waits for them, so that a late restart can neither race
 	// the settle phase's own start nor outlive the run.
 	restarts sync.WaitGroup
+	// loadEnd (database clock): jobs created before it are the workload's.
+	loadEnd time.Time
+	// frozenAt (database clock): when the workers had stopped for the checks.
+	frozenAt time.Time
 }
 
 type faultCounts struct {
@@ -111,12 +115,18 @@ func Execute(ctx context.Context, opts Options) (*Report, error) {
 	r.runWorkload(loadCtx)
 	<-faultsDone
 	r.restarts.Wait()
+	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&r.loadEnd); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(opts.Out, "chaos: load done after %v; settling\n", time.Since(start).Round(time.Second))
 	if err := r.ensureAllRunning(ctx); err != nil {
 		return nil, err
 	}
 	settled := r.settle(ctx)
 	r.reader.stop()
+	if err := r.freeze(ctx); err != nil {
+		return nil, err
+	}
 	return r.check(ctx, settled)
 }
 
