@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/players"
 )
 
@@ -91,10 +92,6 @@ type faultCounts struct {
 // harnessAppName marks the harness's own database sessions, which the
 // backend-terminating fault leaves alone.
 const harnessAppName = "billing-chaos-harness"
-
-type httpGetter interface {
-	Get(url string) (*http.Response, error)
-}
 
 // Execute performs a whole run: start, load under faults, settle, check.
 func Execute(ctx context.Context, opts Options) (*Report, error) {
@@ -274,7 +271,7 @@ func (r *Run) ensureAllRunning(ctx context.Context) error {
 func (r *Run) startHealthy(ctx context.Context, w *Proc) error {
 	for attempt := 1; ; attempt++ {
 		err := waitHealthy(ctx, r.hc, w)
-		if !errors.Is(err, errExited) || attempt == 3 {
+		if !errors.Is(err, procs.ErrExited) || attempt == 3 {
 			return err
 		}
 		r.logf("%v; starting it again on another port", err)
@@ -289,11 +286,11 @@ func (r *Run) startHealthy(ctx context.Context, w *Proc) error {
 
 // listenOnFreePort gives web process p a free loopback port.
 func listenOnFreePort(p *Proc) error {
-	port, err := pglocal.FreePort()
+	addr, err := procs.FreeAddr()
 	if err != nil {
 		return err
 	}
-	p.listenOn(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	p.listenOn(addr)
 	return nil
 }
 

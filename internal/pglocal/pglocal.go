@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -26,6 +25,8 @@ import (
 	"time"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
+
+	"github.com/fibe-dev/billing/internal/procs"
 )
 
 // ErrNoBinaries means no PostgreSQL server binaries were found on this machine.
@@ -99,7 +100,7 @@ func Start(opts Options) (*Server, error) {
 		opts.Database = "billing"
 	}
 	if opts.Port == 0 {
-		if opts.Port, err = FreePort(); err != nil {
+		if opts.Port, err = procs.FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -274,14 +275,4 @@ func parentsTraversable(dir string) error {
 		}
 	}
 	return nil
-}
-
-// FreePort asks the kernel for a free TCP port on localhost.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
