@@ -75,11 +75,11 @@ func TestRestartCutsConnections(t *testing.T) {
 // TestClusterDiesWithItsStarter: a cluster never outlives the process that
 // started it. A helper process (this test binary, re-run) starts an
 // ephemeral cluster and then dies as a red test run does: SIGKILL, a panic
-// (what -test.timeout does), or Ctrl-C reaching its process group.
+// (what -test.timeout does), Ctrl-C reaching its process group, SIGTERM.
 // Within seconds the postmaster is gone and the directory removed.
 func TestClusterDiesWithItsStarter(t *testing.T) {
 	t.Parallel()
-	for _, end := range []string{"sigkill", "panic", "interrupt"} {
+	for _, end := range []string{"sigkill", "panic", "interrupt", "sigterm"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "cluster")
@@ -98,6 +98,8 @@ func TestClusterDiesWithItsStarter(t *testing.T) {
 				require.NoError(t, cmd.Process.Kill())
 			case "interrupt": // what Ctrl-C in a terminal does: the whole group
 				require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+			case "sigterm":
+				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 			}
 			_, _ = io.Copy(io.Discard, out)
 			require.Error(t, cmd.Wait(), "the starter died")
