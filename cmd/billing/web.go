@@ -28,7 +28,8 @@ func newWebCmd() *cobra.Command {
 		Long: `web serves the public HTTP API, the webhook intake, the River UI (when
 BILLING_RIVERUI_USER is set) and /healthz on BILLING_HTTP_ADDR. Prometheus
 metrics show business volumes, so they are not on that listener: with
-BILLING_METRICS_ADDR set, /metrics and /healthz are served there instead.`,
+BILLING_METRICS_ADDR set, /metrics (and /healthz again) are served on that
+operator address, which only Prometheus should reach.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd, true)
