@@ -154,11 +154,29 @@ func TestRiverUISameOriginRequestsWork(t *testing.T) {
 		require.Equal(t, "available", e.state(t, id), "%s: retried", c.name)
 	}
 
+	// The UI pauses a queue with a bodiless PUT (no Content-Type at all).
+	_, err := e.pool.Exec(context.Background(), `INSERT INTO river_queue (name, created_at, metadata, updated_at)
+		VALUES ('default', now(), '{}', now()) ON CONFLICT DO NOTHING`)
+	require.NoError(t, err)
+	pause, err := http.NewRequest(http.MethodPut, e.srv.URL+"/riverui/api/queues/default/pause", nil)
+	require.NoError(t, err)
+	pause.SetBasicAuth("ops", "s3cret")
+	pause.Header.Set("Sec-Fetch-Site", "same-origin")
+	pause.Header.Set("Origin", "http://"+host)
+	resp, err := e.srv.Client().Do(pause)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	var paused bool
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT paused_at IS NOT NULL FROM river_queue WHERE name = 'default'`).Scan(&paused))
+	require.True(t, paused, "the bodiless PUT paused the queue")
+
 	req, err := http.NewRequest(http.MethodGet, e.srv.URL+"/riverui/api/jobs?state=available", nil)
 	require.NoError(t, err)
 	req.SetBasicAuth("ops", "s3cret")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	resp, err := e.srv.Client().Do(req)
+	resp, err = e.srv.Client().Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "a read is safe from anywhere")
