@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/e2e"
-	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
 
@@ -32,7 +32,7 @@ func TestDevCheckoutInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	ctx := context.Background()
 	dbURL := testdb.NewURL(t)
-	port, err := pglocal.FreePort()
+	port, err := procs.FreePort()
 	require.NoError(t, err)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	dir := t.TempDir()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/players"
 )
@@ -90,6 +91,10 @@ type Run struct {
 	// providers plays Stripe, Paddle and Creem for checkouts.
 	providers  *providerfake.Server
 	configPath string
+	// loadEnd (database clock): jobs created before it are the workload's.
+	loadEnd time.Time
+	// frozenAt (database clock): when the workers had stopped for the checks.
+	frozenAt time.Time
 }
 
 type faultCounts struct {
@@ -101,10 +106,6 @@ type faultCounts struct {
 // harnessAppName marks the harness's own database sessions, which the
 // backend-terminating fault leaves alone.
 const harnessAppName = "billing-chaos-harness"
-
-type httpGetter interface {
-	Get(url string) (*http.Response, error)
-}
 
 // Execute performs a whole run: start, load under faults, settle, check.
 func Execute(ctx context.Context, opts Options) (*Report, error) {
@@ -125,12 +126,18 @@ func Execute(ctx context.Context, opts Options) (*Report, error) {
 	r.runWorkload(loadCtx)
 	<-faultsDone
 	r.restarts.Wait()
+	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&r.loadEnd); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(opts.Out, "chaos: load done after %v; settling\n", time.Since(start).Round(time.Second))
 	if err := r.ensureAllRunning(ctx); err != nil {
 		return nil, err
 	}
 	settled := r.settle(ctx)
 	r.reader.stop()
+	if err := r.freeze(ctx); err != nil {
+		return nil, err
+	}
 	return r.check(ctx, settled)
 }
 
@@ -300,7 +307,7 @@ func (r *Run) ensureAllRunning(ctx context.Context) error {
 func (r *Run) startHealthy(ctx context.Context, w *Proc) error {
 	for attempt := 1; ; attempt++ {
 		err := waitHealthy(ctx, r.hc, w)
-		if !errors.Is(err, errExited) || attempt == 3 {
+		if !errors.Is(err, procs.ErrExited) || attempt == 3 {
 			return err
 		}
 		r.logf("%v; starting it again on another port", err)
@@ -315,11 +322,11 @@ func (r *Run) startHealthy(ctx context.Context, w *Proc) error {
 
 // listenOnFreePort gives web process p a free loopback port.
 func listenOnFreePort(p *Proc) error {
-	port, err := pglocal.FreePort()
+	addr, err := procs.FreeAddr()
 	if err != nil {
 		return err
 	}
-	p.listenOn(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	p.listenOn(addr)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 // Package httpapi is the HTTP face of billing: the /v1 API, webhook intake,
-// the River UI, /metrics and /healthz, with one place that maps domain
-// errors to statuses.
+// the River UI and /healthz on the public listener, /metrics and /healthz
+// on the operator listener, with one place that maps domain errors to
+// statuses.
 package httpapi
 
 import (
@@ -28,7 +29,8 @@ type Options struct {
 	River  *jobs.Client // insert-only is enough
 	Config *config.Config
 	Logger *slog.Logger
-	// Gatherer serves /metrics; nil means prometheus.DefaultGatherer.
+	// Gatherer is what OpsHandler's /metrics serves; nil means
+	// prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -60,8 +62,10 @@ func New(opts Options) (*Server, error) {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux()}
+	// /healthz stays on the public listener for load balancers (it says
+	// only "ok"); /metrics shows business volumes and is served by
+	// OpsHandler on the operator listener instead, so here it is a 404.
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	if err := s.mountRiverUI(); err != nil {
 		return nil, err
 	}
@@ -94,6 +98,28 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// OpsHandler serves /metrics and /healthz for the operator listener
+// (BILLING_METRICS_ADDR), which is kept off the public network.
+func (s *Server) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// NewOpsHandler is OpsHandler for a process that serves no API (the
+// worker, and `billing dev`, whose one listener covers web and worker).
+func NewOpsHandler(pool *pgxpool.Pool, gatherer prometheus.Gatherer, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if gatherer == nil {
+		gatherer = prometheus.DefaultGatherer
+	}
+	s := &Server{opts: Options{Pool: pool, Gatherer: gatherer, Logger: logger}}
+	return s.OpsHandler()
+}
+
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -106,8 +132,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// mountRiverUI serves the River UI at /riverui/ behind basic auth; without
-// credentials configured it is not mounted at all (no open admin console).
+// mountRiverUI serves the River UI at /riverui/ behind basic auth and the
+// cross-site request guard; without credentials configured it is not
+// mounted at all (no open admin console).
 func (s *Server) mountRiverUI() error {
 	cfg := s.opts.Config
 	if cfg == nil || cfg.RiverUIUser == "" || s.opts.River == nil {
@@ -122,7 +149,7 @@ func (s *Server) mountRiverUI() error {
 		return fmt.Errorf("httpapi: river ui: %w", err)
 	}
 	s.riverUI = h
-	guarded := BasicAuth(cfg.RiverUIUser, cfg.RiverUIPassword, "River UI", h)
+	guarded := BasicAuth(cfg.RiverUIUser, cfg.RiverUIPassword, "River UI", riverUIGuard(h))
 	s.mux.Handle("/riverui/", guarded)
 	s.mux.Handle("/riverui", guarded)
 	return nil

@@ -26,8 +26,13 @@ import (
 func newWebCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "web",
-		Short: "Serve the HTTP API, webhook intake, /riverui/, /metrics and /healthz (Procfile web)",
-		Args:  cobra.NoArgs,
+		Short: "Serve the HTTP API, webhook intake, /riverui/ and /healthz (Procfile web)",
+		Long: `web serves the public HTTP API, the webhook intake, the River UI (when
+BILLING_RIVERUI_USER is set) and /healthz on BILLING_HTTP_ADDR. Prometheus
+metrics show business volumes, so they are not on that listener: with
+BILLING_METRICS_ADDR set, /metrics (and /healthz again) are served on that
+operator address, which only Prometheus should reach.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd, true)
 			if err != nil {
@@ -39,6 +44,13 @@ func newWebCmd() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			if cfg.MetricsAddr != "" {
+				_, stop, err := serveOps(cfg.MetricsAddr, pool, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
 				return fmt.Errorf("http_addr: %w", err)
