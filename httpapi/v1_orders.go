@@ -56,11 +56,11 @@ func (a *api) createCheckout(w http.ResponseWriter, r *http.Request) error {
 // writeOutsideTx adapts a mutating handler that calls a provider: it runs
 // outside a transaction, with its answer stored under the Idempotency-Key.
 func (a *api) writeOutsideTx(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
-	return a.idem.WrapOutsideTx(func(w http.ResponseWriter, r *http.Request) {
+	return a.jsonOnly(a.idem.WrapOutsideTx(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			a.writeError(w, r, err)
 		}
-	})
+	}))
 }
 
 func (a *api) getOrder(w http.ResponseWriter, r *http.Request, player int64) error {
