@@ -40,6 +40,8 @@ const (
 	KeyFundAhead        = "fund_ahead"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
+	KeyStripeSecretKey  = "stripe_secret_key"
+	KeyStripeAPIURL     = "stripe_api_url"
 )
 
 // SKU is a purchasable Mana pack: what it costs in a provider currency and
@@ -84,6 +86,10 @@ type Config struct {
 	RescueAfter time.Duration
 	SKUs        map[string]SKU
 	Plans       map[string]Plan
+	// StripeSecretKey enables Stripe API calls (automatic refunds of
+	// unapplied payments); StripeAPIURL is where they go.
+	StripeSecretKey string
+	StripeAPIURL    string
 }
 
 // Error is a configuration error naming the key at fault.
@@ -173,6 +179,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyJobTimeout, "1m")
 	v.SetDefault(KeyRescueAfter, "5m")
 	v.SetDefault(KeyFundAhead, "0s")
+	v.SetDefault(KeyStripeAPIURL, "https://api.stripe.com")
 }
 
 var envKeys = []string{
@@ -180,6 +187,7 @@ var envKeys = []string{
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
+	KeyStripeSecretKey, KeyStripeAPIURL,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -210,6 +218,11 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 		RiverUIUser:     v.GetString(KeyRiverUIUser),
 		RiverUIPassword: v.GetString(KeyRiverUIPassword),
 		LogFormat:       strings.ToLower(strings.TrimSpace(v.GetString(KeyLogFormat))),
+		StripeSecretKey: strings.TrimSpace(v.GetString(KeyStripeSecretKey)),
+		StripeAPIURL:    strings.TrimSpace(v.GetString(KeyStripeAPIURL)),
+	}
+	if u, err := url.Parse(c.StripeAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &Error{Key: KeyStripeAPIURL, Err: fmt.Errorf("want an http(s) URL, got %q", c.StripeAPIURL)}
 	}
 	if err := c.validateDatabase(opts.RequireDatabase); err != nil {
 		return nil, err

@@ -59,20 +59,39 @@ func newPlayer(t *testing.T, pool *pgxpool.Pool) int64 {
 	return p.ID
 }
 
-// pay does what webhook intake does for a completed payment: claim an event
-// row and insert its job, in one transaction.
+// pay does what webhook intake does for a completed payment of the order's
+// one payment through the order's provider (stripe for an unknown order):
+// claim an event row and insert its job, in one transaction.
 func pay(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], eventID string, orderID, amount int64, currency string) {
+	t.Helper()
+	payWith(t, pool, client, orderProvider(t, pool, orderID), eventID, "", orderID, amount, currency)
+}
+
+func orderProvider(t *testing.T, pool *pgxpool.Pool, orderID int64) string {
+	t.Helper()
+	provider := "stripe"
+	err := pool.QueryRow(context.Background(), `SELECT provider FROM orders WHERE id = $1`, orderID).Scan(&provider)
+	if err != nil {
+		require.ErrorIs(t, err, pgx.ErrNoRows)
+	}
+	return provider
+}
+
+// payWith is pay through provider for the provider payment paymentID
+// ("": the order's one payment).
+func payWith(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], provider, eventID, paymentID string,
+	orderID, amount int64, currency string) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount,
-		paid_currency, payload) VALUES ('stripe', $1, 'checkout.session.completed', $2, $3, $4, '{}')`,
-		eventID, orderID, amount, currency)
+		paid_currency, payload) VALUES ($5, $1, 'checkout.session.completed', $2, $3, $4, '{}')`,
+		eventID, orderID, amount, currency, provider)
 	require.NoError(t, err)
 	_, err = client.InsertTx(ctx, tx, fulfillment.FulfillOrderArgs{OrderID: orderID, EventID: eventID,
-		Provider: "stripe", PaidAmount: amount, PaidCurrency: currency}, nil)
+		Provider: provider, PaidAmount: amount, PaidCurrency: currency, PaymentID: paymentID}, nil)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 }
@@ -130,6 +149,9 @@ func requireClean(t *testing.T, pool *pgxpool.Pool) {
 	require.NoError(t, err)
 	require.True(t, rep.Clean(), rep.String())
 	vs, err := fulfillment.Audit(ctx, pool)
+	require.NoError(t, err)
+	require.Empty(t, vs, fmt.Sprint(vs))
+	vs, err = fulfillment.AuditPayments(ctx, pool)
 	require.NoError(t, err)
 	require.Empty(t, vs, fmt.Sprint(vs))
 }

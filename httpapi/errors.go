@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/fibe-dev/billing/enforcer"
@@ -38,6 +39,7 @@ const (
 	CodeBodyTooLarge          = "body_too_large"
 	CodeInternal              = "internal"
 	CodeMethodNotAllowed      = "method_not_allowed"
+	CodeOutstandingDebt       = "outstanding_debt"
 )
 
 // apiError is an error that already knows its answer (validation of the
@@ -66,7 +68,12 @@ var errNotFound = &apiError{status: http.StatusNotFound, code: CodeNotFound, det
 // other 4xx answer). A Marquee that is not funded is 402 Payment Required.
 func statusOf(err error) (status int, code, detail string) {
 	var ae *apiError
+	var debt *wallet.OutstandingDebtError
 	switch {
+	case errors.As(err, &debt):
+		// Before insufficient_balance: buying Mana settles the debt first.
+		return http.StatusConflict, CodeOutstandingDebt,
+			fmt.Sprintf("the player owes %d Mana after a refund or chargeback; a purchase settles it first", debt.Mana)
 	case errors.As(err, &ae):
 		return ae.status, ae.code, ae.detail
 	case errors.Is(err, players.ErrUnauthorized):

@@ -33,6 +33,9 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &NoopWorker{})
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
+		Pool: deps.Pool, SparksPerMana: sparksPerMana(deps.Config), Logger: deps.Logger, Now: deps.Now,
+		Refunders: refunders(deps.Config)}))
+	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{
 		Pool: deps.Pool, SparksPerMana: sparksPerMana(deps.Config), Logger: deps.Logger, Now: deps.Now}))
 	playground.AddWorkers(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now})
 	river.AddWorker(workers, &idempotency.ReapWorker{Store: idempotency.NewStore(deps.Pool, 0), Now: deps.Now})
@@ -50,4 +53,15 @@ func sparksPerMana(cfg *config.Config) int64 {
 		return 0 // the wallet's default
 	}
 	return cfg.SparksPerMana
+}
+
+// refunders are the provider refund APIs configured: Stripe's when its
+// secret key is set.
+func refunders(cfg *config.Config) map[string]fulfillment.Refunder {
+	if cfg == nil || cfg.StripeSecretKey == "" {
+		return nil
+	}
+	return map[string]fulfillment.Refunder{
+		fulfillment.ProviderStripe: fulfillment.NewStripeRefunder(cfg.StripeSecretKey, cfg.StripeAPIURL),
+	}
 }

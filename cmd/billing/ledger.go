@@ -121,6 +121,11 @@ func auditDomains(ctx context.Context, pool *pgxpool.Pool, tz *time.Location, ou
 		fmt.Fprintln(out, v.String())
 	}
 	n += len(orders)
+	payments, err := auditPayments(ctx, pool, out)
+	if err != nil {
+		return 0, err
+	}
+	n += payments
 	claims, err := webhook.Audit(ctx, pool, webhook.AuditOptions{})
 	if err != nil {
 		return 0, err

@@ -36,6 +36,9 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newEnforceCmd(),
 		newChaosCmd(),
 		newPlayersCmd(),
+		newPaymentsCmd(),
+		newDebtsCmd(),
+		newWalletCmd(),
 	)
 	return root
 }
