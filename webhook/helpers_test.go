@@ -75,6 +75,7 @@ func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	t.Helper()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
+	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
 		Workers:           workers,
@@ -269,4 +270,7 @@ func (e *env) requireClean() {
 	wv, err := webhook.Audit(ctx, e.pool, webhook.AuditOptions{Since: time.Unix(0, 0)})
 	require.NoError(e.t, err)
 	require.Empty(e.t, wv, fmt.Sprint(wv))
+	pv, err := fulfillment.AuditPayments(ctx, e.pool)
+	require.NoError(e.t, err)
+	require.Empty(e.t, pv, fmt.Sprint(pv))
 }
