@@ -155,3 +155,43 @@ func requireClean(t *testing.T, pool *pgxpool.Pool) {
 	require.NoError(t, err)
 	require.Empty(t, vs, fmt.Sprint(vs))
 }
+
+// reverse does what webhook intake does for a refund or dispute: claim an
+// event row and insert its reverse_payment job, in one transaction.
+func reverse(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], a fulfillment.ReversePaymentArgs) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, payload)
+		VALUES ($1, $2, 'charge.refunded', '{}')`, a.Provider, a.EventID)
+	require.NoError(t, err)
+	_, err = client.InsertTx(ctx, tx, a, nil)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+}
+
+// waitKind waits until n jobs of kind exist and all are finalized.
+func waitKind(t *testing.T, pool *pgxpool.Pool, kind string, n int) []jobRow {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rows, err := pool.Query(context.Background(), `SELECT state::text, coalesce((SELECT array_agg(e->>'error')
+			FROM jsonb_array_elements(to_jsonb(errors)) e), '{}') FROM river_job WHERE kind = $1 ORDER BY id`, kind)
+		require.NoError(t, err)
+		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
+		require.NoError(t, err)
+		done := len(jobs) == n
+		for _, j := range jobs {
+			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
+		}
+		if done {
+			return jobs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s jobs not finalized in time: %+v (want %d)", kind, jobs, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
