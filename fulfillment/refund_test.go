@@ -151,7 +151,9 @@ func TestDoubleChargeUnappliedAndRefundedOnce(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for i := range 10 {
-		wg.Go(func() { payWith(t, pool, client, "stripe", fmt.Sprintf("evt_second_%d", i), "pi_second", o.ID, 999, "usd") })
+		wg.Go(func() {
+			payWith(t, pool, client, "stripe", fmt.Sprintf("evt_second_%d", i), "pi_second", o.ID, 999, "usd")
+		})
 	}
 	wg.Wait()
 	jobs := waitJobs(t, pool, 11)
