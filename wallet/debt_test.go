@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/wallet"
@@ -144,4 +145,22 @@ func TestAdjustRacingOnOneKey(t *testing.T) {
 	}
 	require.Equal(t, int64(20), balance(t, pool, player, wallet.Mana))
 	require.Zero(t, debtOf(t, pool, player))
+}
+
+// The debt gauges read the debts table at scrape time.
+func TestDebtCollector(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	s := wallet.New(pool, wallet.Options{})
+	clawback(t, s, pool, newPlayer(t, pool), 12, "cb:a")
+	clawback(t, s, pool, newPlayer(t, pool), 30, "cb:b")
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(wallet.NewDebtCollector(pool)))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+	}
+	require.Equal(t, map[string]float64{"billing_outstanding_debt_mana": 42, "billing_debtors": 2}, got)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 func newWebCmd() *cobra.Command {
@@ -56,7 +57,7 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 		return err
 	}
 	registerStateCollector.Do(func() {
-		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil))
+		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil), wallet.NewDebtCollector(pool))
 	})
 	srv, err := httpapi.New(httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger})
 	if err != nil {
