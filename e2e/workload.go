@@ -121,9 +121,11 @@ func (p *player) buy(ctx context.Context) {
 }
 
 // moneyBack sends, at a few percent each, what makes money go back for a
-// paid order: a second, distinct payment, a refund (full or partial) and a
-// dispute whose funds the provider withdrew. The model records each once a
-// web process acknowledged it.
+// paid order: a second, distinct payment, or a refund (full or partial)
+// and a dispute whose funds the provider withdrew. The model records each
+// once a web process acknowledged it. A double payment gets no refund or
+// dispute here: whichever of the two payments is worked first is the one
+// that mints, so which one a refund names would decide the clawback.
 func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 	order := strconv.FormatInt(om.id, 10)
 	payment := webhook.OrderPaymentID(om.provider, order)
@@ -133,6 +135,7 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.doublePaid = true })
 		}
+		return
 	}
 	if p.rng.IntN(100) < 5 {
 		refund := om.amount
