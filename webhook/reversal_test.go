@@ -1,10 +1,12 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,30 +20,64 @@ import (
 	"github.com/fibe-dev/billing/webhook"
 )
 
-// waitKind waits until every job of kind whose args name eventID is
-// finalized (at least one), and returns them.
+// waitEventJobs waits until every job of kind whose args name eventID is
+// finalized (at least one), and returns them. Test goroutine only.
 func (e *env) waitEventJobs(kind, eventID string) []jobRow {
 	e.t.Helper()
+	jobs, err := e.awaitEventJobs(kind, eventID)
+	require.NoError(e.t, err)
+	return jobs
+}
+
+// awaitEventJobs is waitEventJobs for any goroutine: it returns an error
+// instead of failing the test.
+func (e *env) awaitEventJobs(kind, eventID string) ([]jobRow, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		rows, err := e.pool.Query(context.Background(), `SELECT state::text,
 			coalesce((SELECT array_agg(x->>'error') FROM jsonb_array_elements(to_jsonb(errors)) x), '{}')
 			FROM river_job WHERE kind = $1 AND args->>'event_id' = $2 ORDER BY id`, kind, eventID)
-		require.NoError(e.t, err)
+		if err != nil {
+			return nil, err
+		}
 		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
-		require.NoError(e.t, err)
+		if err != nil {
+			return nil, err
+		}
 		done := len(jobs) > 0
 		for _, j := range jobs {
 			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
 		}
 		if done {
-			return jobs
+			return jobs, nil
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s jobs of event %s not finalized in time: %+v", kind, eventID, jobs)
+			return nil, fmt.Errorf("%s jobs of event %s not finalized in time: %+v", kind, eventID, jobs)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// tryDeliver signs and posts body, returning the answer's status field;
+// safe from any goroutine.
+func (e *env) tryDeliver(provider string, body []byte) (string, error) {
+	h, v := sign(provider, body, time.Now())
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/"+provider, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(h, v)
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	var a struct{ Status string }
+	if err := json.NewDecoder(res.Body).Decode(&a); err != nil {
+		return "", fmt.Errorf("answer %d: %w", res.StatusCode, err)
+	}
+	return a.Status, nil
 }
 
 // buy creates an order through provider and pays it with the order's one
@@ -56,27 +92,25 @@ func (e *env) buy(provider string) (*fulfillment.Order, string) {
 }
 
 // deliverConcurrently posts n copies of body at once and returns how many
-// were answered claimed and duplicate.
-func (e *env) deliverConcurrently(provider string, body []byte, n int) (claimed, duplicate int) {
-	e.t.Helper()
-	statuses := make([]string, n)
+// were answered claimed and duplicate; safe from any goroutine.
+func (e *env) deliverConcurrently(provider string, body []byte, n int) (claimed, duplicate int, err error) {
+	statuses, errs := make([]string, n), make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() {
-			h, v := sign(provider, body, time.Now())
-			statuses[i] = postTo(e.t, e.srv, provider, body, h, v).status()
-		})
+		wg.Go(func() { statuses[i], errs[i] = e.tryDeliver(provider, body) })
 	}
 	wg.Wait()
-	for _, s := range statuses {
-		switch s {
-		case "claimed":
+	for i, s := range statuses {
+		switch {
+		case errs[i] != nil:
+			err = errs[i]
+		case s == "claimed":
 			claimed++
-		case "duplicate":
+		case s == "duplicate":
 			duplicate++
 		}
 	}
-	return claimed, duplicate
+	return claimed, duplicate, err
 }
 
 func (e *env) walletOf(player int64) map[wallet.Currency]int64 {
@@ -110,7 +144,8 @@ func TestReversalEventsClaimedOnce(t *testing.T) {
 			evt := "evt_rev_" + c.kind + c.state
 			body := webhook.ReversalEvent(c.provider, evt, payment, "rv_1", c.kind, c.state, c.amount, "usd")
 			require.NotNil(t, body)
-			claimed, dup := e.deliverConcurrently(c.provider, body, 10)
+			claimed, dup, err := e.deliverConcurrently(c.provider, body, 10)
+			require.NoError(t, err)
 			require.Equal(t, 1, claimed)
 			require.Equal(t, 9, dup)
 			jobs := e.waitEventJobs("reverse_payment", evt)
@@ -184,10 +219,11 @@ func TestReversalPermutations(t *testing.T) {
 	orders := make([]*fulfillment.Order, perms)
 	for seed := range perms {
 		orders[seed] = e.order("mana_1000", "stripe")
+		events := orderEvents(t, orders[seed].ID, fmt.Sprintf("s%d", seed))
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			e.deliverPermutation(uint64(seed), orderEvents(t, orders[seed].ID, fmt.Sprintf("s%d", seed)))
+			e.deliverPermutation(uint64(seed), events)
 		})
 	}
 	wg.Wait()
@@ -203,22 +239,30 @@ func TestReversalPermutations(t *testing.T) {
 	e.requireClean()
 }
 
+// deliverPermutation delivers events in seed's order from a worker
+// goroutine: it reports through t.Errorf, never FailNow.
 func (e *env) deliverPermutation(seed uint64, events []stripeEvent) {
 	rng := rand.New(rand.NewPCG(seed, 13))
 	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 	for _, ev := range events {
-		copies := 1 + rng.IntN(3)
-		claimed, _ := e.deliverConcurrently("stripe", ev.body, copies)
-		if claimed != 1 {
-			e.t.Errorf("seed %d: event %s claimed %d times", seed, ev.id, claimed)
+		claimed, _, err := e.deliverConcurrently("stripe", ev.body, 1+rng.IntN(3))
+		if err != nil || claimed != 1 {
+			e.t.Errorf("seed %d: event %s claimed %d times (%v)", seed, ev.id, claimed, err)
 			return
 		}
 		if rng.IntN(2) == 0 {
-			e.waitEventJobs(ev.kind, ev.id)
+			if _, err := e.awaitEventJobs(ev.kind, ev.id); err != nil {
+				e.t.Errorf("seed %d: %v", seed, err)
+				return
+			}
 		}
 	}
 	for _, ev := range events {
-		for _, j := range e.waitEventJobs(ev.kind, ev.id) {
+		jobs, err := e.awaitEventJobs(ev.kind, ev.id)
+		if err != nil {
+			e.t.Errorf("seed %d: %v", seed, err)
+		}
+		for _, j := range jobs {
 			if j.State != "completed" {
 				e.t.Errorf("seed %d: event %s job %s: %v", seed, ev.id, j.State, j.Errors)
 			}
