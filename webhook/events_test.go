@@ -79,3 +79,73 @@ func TestParseEventMalformed(t *testing.T) {
 		})
 	}
 }
+
+func TestParseEventReversals(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, provider, body string
+		want                 Reversal
+	}{
+		{"stripe refund built", "stripe", string(ReversalEvent("stripe", "e", "pi_1", "ch_1", "refund", "succeeded", 300, "usd")),
+			Reversal{"pi_1", "charge:ch_1", "refund", "succeeded", 300, "usd"}},
+		{"stripe charge without payment intent", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch_2","amount":999,"amount_refunded":999,"currency":"usd","payment_intent":null}}}`,
+			Reversal{"ch_2", "charge:ch_2", "refund", "succeeded", 999, "usd"}},
+		{"stripe dispute created", "stripe", string(ReversalEvent("stripe", "e", "pi_1", "dp_1", "dispute", "open", 999, "usd")),
+			Reversal{"pi_1", "dp_1", "dispute", "open", 999, "usd"}},
+		{"stripe dispute won", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_1","amount":5,"currency":"eur","charge":"ch_9","payment_intent":{"id":"pi_9"},"status":"won"}}}`,
+			Reversal{"pi_9", "dp_1", "dispute", "won", 5, "eur"}},
+		{"stripe inquiry closed", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_2","amount":5,"currency":"eur","charge":"ch_9","status":"warning_closed"}}}`,
+			Reversal{"ch_9", "dp_2", "dispute", "won", 5, "eur"}},
+		{"paddle refund", "paddle", string(ReversalEvent("paddle", "e", "txn_1", "adj_1", "refund", "succeeded", 120, "USD")),
+			Reversal{"txn_1", "adj_1", "refund", "succeeded", 120, "USD"}},
+		{"paddle chargeback", "paddle", string(ReversalEvent("paddle", "e", "txn_1", "adj_2", "dispute", "lost", 120, "USD")),
+			Reversal{"txn_1", "adj_2", "dispute", "lost", 120, "USD"}},
+		{"creem refund", "creem", string(ReversalEvent("creem", "e", "ord_1", "ref_1", "refund", "succeeded", 10, "EUR")),
+			Reversal{"ord_1", "ref_1", "refund", "succeeded", 10, "EUR"}},
+		{"creem dispute", "creem", string(ReversalEvent("creem", "e", "ord_1", "disp_1", "dispute", "open", 10, "EUR")),
+			Reversal{"ord_1", "disp_1", "dispute", "open", 10, "EUR"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev, err := ParseEvent(c.provider, []byte(c.body))
+			require.NoError(t, err)
+			require.Nil(t, ev.Payment)
+			require.NotNil(t, ev.Reversal)
+			require.Equal(t, c.want, *ev.Reversal)
+		})
+	}
+}
+
+// Paddle adjustments are acted on once approved; credits and warnings never.
+func TestParseEventPaddleAdjustmentsAcknowledgedOnly(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"event_id":"e","event_type":"adjustment.created","data":{"id":"adj_1","action":"refund","transaction_id":"txn_1","status":"pending_approval","totals":{"total":"5","currency_code":"USD"}}}`,
+		`{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj_1","action":"refund","transaction_id":"txn_1","status":"rejected","totals":{"total":"5","currency_code":"USD"}}}`,
+		`{"event_id":"e","event_type":"adjustment.created","data":{"id":"adj_2","action":"credit","transaction_id":"txn_1","status":"approved","totals":{"total":"5","currency_code":"USD"}}}`,
+		`{"event_id":"e","event_type":"adjustment.created","data":{"id":"adj_3","action":"chargeback_warning","transaction_id":"txn_1","status":"approved","totals":{"total":"5","currency_code":"USD"}}}`,
+	} {
+		ev, err := ParseEvent("paddle", []byte(body))
+		require.NoError(t, err)
+		require.Nil(t, ev.Reversal, body)
+	}
+}
+
+func TestParseEventReversalsMalformed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, provider, body string }{
+		{"stripe negative refund", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","amount_refunded":-1,"currency":"usd","payment_intent":"pi"}}}`},
+		{"stripe refund no amount", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","currency":"usd","payment_intent":"pi"}}}`},
+		{"stripe dispute bad currency", "stripe", `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"u$d","payment_intent":"pi"}}}`},
+		{"stripe dispute no payment", "stripe", `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"usd"}}}`},
+		{"stripe dispute no id", "stripe", `{"id":"e","type":"charge.dispute.created","data":{"object":{"amount":1,"currency":"usd","payment_intent":"pi"}}}`},
+		{"paddle total not integer", "paddle", `{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj","action":"refund","transaction_id":"txn","status":"approved","totals":{"total":"1.5","currency_code":"USD"}}}`},
+		{"paddle no transaction", "paddle", `{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj","action":"refund","status":"approved","totals":{"total":"1","currency_code":"USD"}}}`},
+		{"creem empty refund", "creem", `{"id":"e","eventType":"refund.created","object":{}}`},
+		{"creem negative dispute", "creem", `{"id":"e","eventType":"dispute.created","object":{"id":"d","amount":-5,"currency":"EUR","order":{"id":"ord"}}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseEvent(c.provider, []byte(c.body))
+			require.ErrorIs(t, err, ErrMalformedPayload)
+		})
+	}
+}
