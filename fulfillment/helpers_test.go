@@ -82,18 +82,30 @@ func orderProvider(t *testing.T, pool *pgxpool.Pool, orderID int64) string {
 func payWith(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], provider, eventID, paymentID string,
 	orderID, amount int64, currency string) {
 	t.Helper()
+	require.NoError(t, tryPay(pool, client, provider, eventID, paymentID, orderID, amount, currency))
+}
+
+// tryPay is payWith for any goroutine: it returns the error.
+func tryPay(pool *pgxpool.Pool, client *river.Client[pgx.Tx], provider, eventID, paymentID string,
+	orderID, amount int64, currency string) error {
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount,
 		paid_currency, payload) VALUES ($5, $1, 'checkout.session.completed', $2, $3, $4, '{}')`,
 		eventID, orderID, amount, currency, provider)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	_, err = client.InsertTx(ctx, tx, fulfillment.FulfillOrderArgs{OrderID: orderID, EventID: eventID,
 		Provider: provider, PaidAmount: amount, PaidCurrency: currency, PaymentID: paymentID}, nil)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+	if err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 type jobRow struct {

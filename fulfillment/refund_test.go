@@ -150,12 +150,16 @@ func TestDoubleChargeUnappliedAndRefundedOnce(t *testing.T) {
 	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
 
 	var wg sync.WaitGroup
-	for i := range 10 {
+	errs := make([]error, 10)
+	for i := range errs {
 		wg.Go(func() {
-			payWith(t, pool, client, "stripe", fmt.Sprintf("evt_second_%d", i), "pi_second", o.ID, 999, "usd")
+			errs[i] = tryPay(pool, client, "stripe", fmt.Sprintf("evt_second_%d", i), "pi_second", o.ID, 999, "usd")
 		})
 	}
 	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 	jobs := waitJobs(t, pool, 11)
 	for _, j := range jobs[1:] {
 		require.Equal(t, "cancelled", j.State, j.Errors)
