@@ -51,6 +51,7 @@ type env struct {
 	pool   *pgxpool.Pool
 	river  *river.Client[pgx.Tx]
 	srv    *httptest.Server
+	second *httptest.Server // another web process over the same database
 	player int64
 }
 
@@ -65,6 +66,8 @@ func newEnv(t *testing.T, opts ...func(*webhook.Options)) *env {
 	}
 	e.srv = httptest.NewServer(webhook.NewHandler(o))
 	t.Cleanup(e.srv.Close)
+	e.second = httptest.NewServer(webhook.NewHandler(o))
+	t.Cleanup(e.second.Close)
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
 	e.player = p.ID

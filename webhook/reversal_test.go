@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -58,17 +59,17 @@ func (e *env) awaitEventJobs(kind, eventID string) ([]jobRow, error) {
 	}
 }
 
-// tryDeliver signs and posts body, returning the answer's status field;
-// safe from any goroutine.
-func (e *env) tryDeliver(provider string, body []byte) (string, error) {
+// tryDeliver signs and posts body to srv, returning the answer's status
+// field; safe from any goroutine.
+func tryDeliver(srv *httptest.Server, provider string, body []byte) (string, error) {
 	h, v := sign(provider, body, time.Now())
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/"+provider, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/"+provider, bytes.NewReader(body))
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(h, v)
-	res, err := e.srv.Client().Do(req)
+	res, err := srv.Client().Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -91,13 +92,16 @@ func (e *env) buy(provider string) (*fulfillment.Order, string) {
 	return o, webhook.OrderPaymentID(provider, strconv.FormatInt(o.ID, 10))
 }
 
-// deliverConcurrently posts n copies of body at once and returns how many
-// were answered claimed and duplicate; safe from any goroutine.
+// deliverConcurrently posts n copies of body at once, alternately to the
+// env's server and to a second web process over the same database, and
+// returns how many were answered claimed and duplicate; safe from any
+// goroutine.
 func (e *env) deliverConcurrently(provider string, body []byte, n int) (claimed, duplicate int, err error) {
 	statuses, errs := make([]string, n), make([]error, n)
+	srvs := []*httptest.Server{e.srv, e.second}
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { statuses[i], errs[i] = e.tryDeliver(provider, body) })
+		wg.Go(func() { statuses[i], errs[i] = tryDeliver(srvs[i%2], provider, body) })
 	}
 	wg.Wait()
 	for i, s := range statuses {
