@@ -104,7 +104,7 @@ func LockDebtTx(ctx context.Context, tx pgx.Tx, playerID int64) (int64, error) {
 		ON CONFLICT (player_id) DO UPDATE SET player_id = EXCLUDED.player_id
 		RETURNING outstanding`, playerID).Scan(&n)
 	if err != nil {
-		if errors.Is(classify(err), ErrUnknownPlayer) || isForeignKey(err) {
+		if isForeignKey(err) {
 			return 0, fmt.Errorf("%w: player id %d", ErrUnknownPlayer, playerID)
 		}
 		return 0, fmt.Errorf("wallet: lock debt of player %d: %w", playerID, err)
@@ -261,12 +261,11 @@ func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key, rea
 	if err != nil {
 		return nil, err
 	}
-	done, err := lookup(ctx, tx, key+":write_off")
-	if err != nil || done != nil {
+	if done, err := writtenOff(ctx, tx, key); err != nil || done != nil {
 		if done != nil && done.PlayerID != playerID {
 			return nil, &KeyReusedError{Key: key, Field: "player"}
 		}
-		return replayedForgiveness(done, playerID), err
+		return done, err
 	}
 	if owed == 0 {
 		return &Forgiveness{PlayerID: playerID}, nil
@@ -283,11 +282,18 @@ func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key, rea
 	return &Forgiveness{PlayerID: playerID, Mana: owed}, addDebt(ctx, tx, playerID, -owed)
 }
 
-func replayedForgiveness(t *Transaction, playerID int64) *Forgiveness {
-	if t == nil {
-		return nil
+// writtenOff returns the forgiveness already recorded under key, or nil.
+func writtenOff(ctx context.Context, tx pgx.Tx, key string) (*Forgiveness, error) {
+	f := &Forgiveness{Replayed: true}
+	err := tx.QueryRow(ctx, `SELECT player_id, amount FROM wallet_transactions WHERE idempotency_key = $1`,
+		key+":write_off").Scan(&f.PlayerID, &f.Mana)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
-	return &Forgiveness{PlayerID: playerID, Mana: t.Amount, Replayed: true}
+	if err != nil {
+		return nil, fmt.Errorf("wallet: look up forgiveness %q: %w", key, err)
+	}
+	return f, nil
 }
 
 // Debt is a player's open debt.
