@@ -172,16 +172,26 @@ func requireClean(t *testing.T, pool *pgxpool.Pool) {
 // event row and insert its reverse_payment job, in one transaction.
 func reverse(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], a fulfillment.ReversePaymentArgs) {
 	t.Helper()
+	require.NoError(t, tryReverse(pool, client, a))
+}
+
+// tryReverse is reverse for any goroutine: it returns the error.
+func tryReverse(pool *pgxpool.Pool, client *river.Client[pgx.Tx], a fulfillment.ReversePaymentArgs) error {
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, payload)
 		VALUES ($1, $2, 'charge.refunded', '{}')`, a.Provider, a.EventID)
-	require.NoError(t, err)
-	_, err = client.InsertTx(ctx, tx, a, nil)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+	if err != nil {
+		return err
+	}
+	if _, err = client.InsertTx(ctx, tx, a, nil); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // waitKind waits until n jobs of kind exist and all are finalized.

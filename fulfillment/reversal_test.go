@@ -3,6 +3,8 @@ package fulfillment_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -166,5 +168,52 @@ func TestHostileReversalsPostNothing(t *testing.T) {
 	}
 	require.Equal(t, int64(1000), e.balances()[wallet.Mana])
 	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM wallet_transactions`), "only the purchase")
+	requireClean(t, e.pool)
+}
+
+// Ten deliveries of one payment (fresh event ids) and ten of one refund
+// and one dispute, all enqueued at once and worked concurrently: one mint,
+// one clawback to the single target, whichever job runs first.
+func TestPaymentAndReversalsRacing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newReversalEnv(t)
+	o, err := fulfillment.CreateCheckout(ctx, e.pool, catalogue, fulfillment.CheckoutParams{
+		PlayerID: e.player, SKU: "mana_1000", Provider: "stripe"})
+	require.NoError(t, err)
+	const n = 10
+	errs := make([]error, 3*n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = tryPay(e.pool, e.client, "stripe", fmt.Sprintf("p%d", i), "pi_r", o.ID, 999, "usd") })
+		wg.Go(func() {
+			errs[n+i] = tryReverse(e.pool, e.client, fulfillment.ReversePaymentArgs{Provider: "stripe", EventID: fmt.Sprintf("r%d", i),
+				PaymentID: "pi_r", ReversalID: "charge:ch_r", ReversalKind: fulfillment.ReversalRefund,
+				State: fulfillment.StateSucceeded, Amount: 400, Currency: "usd"})
+		})
+		wg.Go(func() {
+			errs[2*n+i] = tryReverse(e.pool, e.client, fulfillment.ReversePaymentArgs{Provider: "stripe", EventID: fmt.Sprintf("d%d", i),
+				PaymentID: "pi_r", ReversalID: "dp_r", ReversalKind: fulfillment.ReversalDispute,
+				State: fulfillment.StateLost, Amount: 100, Currency: "usd"})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	for _, j := range waitJobs(t, e.pool, n) {
+		require.Equal(t, "completed", j.State, j.Errors)
+	}
+	for _, j := range waitKind(t, e.pool, "reverse_payment", 2*n) {
+		require.Equal(t, "completed", j.State, j.Errors)
+	}
+	want := int64(501) // ceil(1000 x 500 / 999)
+	require.Equal(t, 1000-want, e.balances()[wallet.Mana])
+	got, err := fulfillment.GetOrder(ctx, e.pool, e.player, o.ID)
+	require.NoError(t, err)
+	require.Equal(t, want, got.ClawedBackMana)
+	require.Equal(t, fulfillment.StatusDisputed, got.Status)
+	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'purchase'`))
+	require.Equal(t, want, int64(-count(t, e.pool, `SELECT coalesce(sum(amount), 0) FROM wallet_transactions WHERE kind = 'clawback'`)))
 	requireClean(t, e.pool)
 }
