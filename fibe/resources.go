@@ -116,19 +116,20 @@ const (
 
 // Order is a Mana purchase with the price it was created at.
 type Order struct {
-	ID       string `json:"id"`
-	SKU      string `json:"sku"`
-	Provider string `json:"provider"`
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
-	Mana     int64  `json:"mana"`
-	Status   string `json:"status"`
+	ID           string    `json:"id"`
+	SKU          string    `json:"sku"`
+	Provider     string    `json:"provider"`
+	Amount       int64     `json:"amount"`
+	Currency     string    `json:"currency"`
+	Mana         int64     `json:"mana"`
+	Status       string    `json:"status"`
+	CreatedAt    time.Time `json:"created_at"`
+	LastResponse *Response `json:"-"`
+
 	// RefundedAmount is what the provider refunded, in Currency's minor
 	// units; ClawedBackMana the Mana taken back for refunds and disputes.
-	RefundedAmount int64     `json:"refunded_amount"`
-	ClawedBackMana int64     `json:"clawed_back_mana"`
-	CreatedAt      time.Time `json:"created_at"`
-	LastResponse   *Response `json:"-"`
+	RefundedAmount int64 `json:"refunded_amount"`
+	ClawedBackMana int64 `json:"clawed_back_mana"`
 }
 
 // CheckoutParams start a purchase of a SKU through a payment provider

@@ -11,20 +11,21 @@ import (
 
 // orderView is an order as the API shows it: its pricing snapshot and status.
 type orderView struct {
-	ID       int64  `json:"id,string"`
-	SKU      string `json:"sku"`
-	Provider string `json:"provider"`
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
-	Mana     int64  `json:"mana"`
-	Status   string `json:"status"`
+	ID          int64      `json:"id,string"`
+	SKU         string     `json:"sku"`
+	Provider    string     `json:"provider"`
+	Amount      int64      `json:"amount"`
+	Currency    string     `json:"currency"`
+	Mana        int64      `json:"mana"`
+	Status      string     `json:"status"`
+	Reason      string     `json:"reason,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	FulfilledAt *time.Time `json:"fulfilled_at,omitempty"`
+
 	// What went back: refunded_amount in the order's currency (minor
 	// units), clawed_back_mana net of what a won dispute gave back.
-	RefundedAmount int64      `json:"refunded_amount"`
-	ClawedBackMana int64      `json:"clawed_back_mana"`
-	Reason         string     `json:"reason,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	FulfilledAt    *time.Time `json:"fulfilled_at,omitempty"`
+	RefundedAmount int64 `json:"refunded_amount"`
+	ClawedBackMana int64 `json:"clawed_back_mana"`
 }
 
 func viewOrder(o *fulfillment.Order) *orderView {
