@@ -2,6 +2,7 @@ package fulfillment_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -245,4 +246,59 @@ func TestPaymentFromAnotherProviderRefused(t *testing.T) {
 	require.Zero(t, manaBalance(t, pool, player))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payments WHERE status = 'unapplied' AND payment_id = 'txn_p'`))
 	requireClean(t, pool)
+}
+
+// flakyRefunder fails its first call as a network error would, then
+// refunds; it records every key it was asked with.
+type flakyRefunder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (f *flakyRefunder) Refund(_ context.Context, r fulfillment.RefundRequest) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, r.IdempotencyKey)
+	if len(f.keys) == 1 {
+		return "", errors.New("connection reset by peer")
+	}
+	return "re_fake_" + r.PaymentID, nil
+}
+
+// A refund that fails transiently is retried by the job with the same
+// provider key (the provider answers a repeated key with the first
+// refund), and the payment ends refunded.
+func TestUnappliedRefundRetriedWithOneKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	refunder := &flakyRefunder{}
+	client := startRiverWith(t, pool, fulfillment.WorkerOptions{Refunders: map[string]fulfillment.Refunder{"stripe": refunder}})
+	player := newPlayer(t, pool)
+	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
+		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
+	require.NoError(t, err)
+	payWith(t, pool, client, "stripe", "evt_1", "pi_1", o.ID, 999, "usd")
+	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
+	payWith(t, pool, client, "stripe", "evt_2", "pi_2", o.ID, 999, "usd")
+	jobs := waitJobs(t, pool, 2)
+	require.Equal(t, "cancelled", jobs[1].State)
+	require.Len(t, jobs[1].Errors, 2, "one failed attempt, then the cancel")
+	require.Contains(t, jobs[1].Errors[0], "connection reset")
+	require.Contains(t, jobs[1].Errors[1], "refunded automatically as re_fake_pi_2")
+	ps, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{OrderID: o.ID})
+	require.NoError(t, err)
+	require.Equal(t, fulfillment.PaymentRefunded, ps[1].Status)
+	require.Equal(t, []string{fulfillment.RefundKey(ps[1].ID), fulfillment.RefundKey(ps[1].ID)}, refunder.keys)
+	require.Equal(t, int64(1000), manaBalance(t, pool, player))
+	requireClean(t, pool)
+}
+
+// Stripe cannot refund a Checkout Session id (a payment without a
+// PaymentIntent): not retried, left for an operator.
+func TestStripeRefunderRefusesSessionIDs(t *testing.T) {
+	t.Parallel()
+	_, err := fulfillment.NewStripeRefunder("sk_test_123", "http://127.0.0.1:1").Refund(context.Background(),
+		fulfillment.RefundRequest{PaymentID: "cs_test_1", Amount: 5, Currency: "usd", IdempotencyKey: "k"})
+	require.ErrorIs(t, err, fulfillment.ErrNotRefundable)
 }
