@@ -60,6 +60,9 @@ func ReversalEvent(provider, eventID, paymentID, id, kind, state string, amount 
 	case fulfillment.ProviderStripe:
 		return stripeReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
 	case fulfillment.ProviderPaddle:
+		if kind == fulfillment.ReversalDispute && state != fulfillment.StateLost {
+			return nil
+		}
 		return paddleReversalEvent(eventID, paymentID, id, kind, amount, currency, at)
 	case fulfillment.ProviderCreem:
 		return creemReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
