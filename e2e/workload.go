@@ -13,7 +13,7 @@ import (
 
 	"github.com/fibe-dev/billing/fibe"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/webhook"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 // player drives one player's seeded stream of actions until ctx ends.
@@ -112,7 +112,7 @@ func (p *player) buy(ctx context.Context) {
 	}
 	p.seq++
 	eventID := fmt.Sprintf("evt_%d_%d_%d", p.run.opts.Seed, p.pm.id, p.seq)
-	if p.run.deliver(ctx, p.rng, provider, eventID, webhook.CompletedEvent(provider, eventID, id, amount, order.Currency)) {
+	if p.run.deliver(ctx, p.rng, provider, eventID, devwebhook.CompletedEvent(provider, eventID, id, amount, order.Currency)) {
 		p.run.model.with(func() { om.paid, om.correct = true, correct })
 	}
 	if correct {
@@ -128,10 +128,10 @@ func (p *player) buy(ctx context.Context) {
 // that mints, so which one a refund names would decide the clawback.
 func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 	order := strconv.FormatInt(om.id, 10)
-	payment := webhook.OrderPaymentID(om.provider, order)
+	payment := devwebhook.OrderPaymentID(om.provider, order)
 	if p.rng.IntN(100) < 4 {
 		id := p.nextEvent()
-		body := webhook.PaymentEvent(om.provider, id, payment+"_double", om.id, om.amount, om.currency)
+		body := devwebhook.PaymentEvent(om.provider, id, payment+"_double", om.id, om.amount, om.currency)
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.doublePaid = true })
 		}
@@ -143,7 +143,7 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 			refund = 1 + p.rng.Int64N(om.amount)
 		}
 		id := p.nextEvent()
-		body := webhook.ReversalEvent(om.provider, id, payment, "rf_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, refund, om.currency)
+		body := devwebhook.ReversalEvent(om.provider, id, payment, "rf_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, refund, om.currency)
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.refunded = refund })
 		}
@@ -154,7 +154,7 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 			state = fulfillment.StateOpen
 		}
 		id := p.nextEvent()
-		body := webhook.ReversalEvent(om.provider, id, payment, "dp_"+id, fulfillment.ReversalDispute, state, om.amount, om.currency)
+		body := devwebhook.ReversalEvent(om.provider, id, payment, "dp_"+id, fulfillment.ReversalDispute, state, om.amount, om.currency)
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.disputed = om.amount })
 		}
@@ -289,7 +289,7 @@ func (r *Run) deliverOne(ctx context.Context, rng *rand.Rand, provider, secret s
 		webs := r.liveWebAddrs()
 		if len(webs) > 0 {
 			addr := webs[rng.IntN(len(webs))]
-			header, value, err := webhook.Sign(provider, secret, body, time.Now())
+			header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
 			if err != nil {
 				r.logf("sign: %v", err)
 				return false

@@ -12,8 +12,8 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fibe"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/wallet"
-	"github.com/fibe-dev/billing/webhook"
 )
 
 // While a player owes Mana, conversions answer 409 outstanding_debt with
@@ -65,9 +65,9 @@ func TestSDKOrderShowsRefunds(t *testing.T) {
 	require.NoError(t, err)
 	id, err := strconv.ParseInt(o.ID, 10, 64)
 	require.NoError(t, err)
-	pi := webhook.OrderPaymentID("stripe", o.ID)
+	pi := devwebhook.OrderPaymentID("stripe", o.ID)
 	send := func(body []byte) {
-		h, v, err := webhook.Sign("stripe", "whsec_sdk", body, time.Now())
+		h, v, err := devwebhook.Sign("stripe", "whsec_sdk", body, time.Now())
 		require.NoError(t, err)
 		req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/stripe", bytes.NewReader(body))
 		require.NoError(t, err)
@@ -89,13 +89,13 @@ func TestSDKOrderShowsRefunds(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	send(webhook.CompletedEvent("stripe", "evt_paid", id, 999, "usd"))
+	send(devwebhook.CompletedEvent("stripe", "evt_paid", id, 999, "usd"))
 	waitOrder(fibe.OrderFulfilled)
-	send(webhook.ReversalEvent("stripe", "evt_r1", pi, "ch_1", "refund", "succeeded", 333, "usd"))
+	send(devwebhook.ReversalEvent("stripe", "evt_r1", pi, "ch_1", "refund", "succeeded", 333, "usd"))
 	got := waitOrder(fibe.OrderPartiallyRefunded)
 	require.Equal(t, int64(333), got.RefundedAmount)
 	require.Equal(t, int64(334), got.ClawedBackMana) // ceil(1000 x 333 / 999)
-	send(webhook.ReversalEvent("stripe", "evt_r2", pi, "ch_1", "refund", "succeeded", 999, "usd"))
+	send(devwebhook.ReversalEvent("stripe", "evt_r2", pi, "ch_1", "refund", "succeeded", 999, "usd"))
 	got = waitOrder(fibe.OrderRefunded)
 	require.Equal(t, int64(999), got.RefundedAmount)
 	require.Equal(t, int64(1000), got.ClawedBackMana)

@@ -24,6 +24,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 var debtsOpened = promauto.NewCounter(prometheus.CounterOpts{
@@ -74,7 +76,7 @@ type Clawback struct {
 }
 
 // OutstandingDebt returns the Mana the player owes (0 when none).
-func OutstandingDebt(ctx context.Context, q querier, playerID int64) (int64, error) {
+func OutstandingDebt(ctx context.Context, q dbtx.DB, playerID int64) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, `SELECT outstanding FROM debts WHERE player_id = $1`, playerID).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -87,7 +89,7 @@ func OutstandingDebt(ctx context.Context, q querier, playerID int64) (int64, err
 }
 
 // CheckNoDebt returns an *OutstandingDebtError when the player owes Mana.
-func CheckNoDebt(ctx context.Context, q querier, playerID int64) error {
+func CheckNoDebt(ctx context.Context, q dbtx.DB, playerID int64) error {
 	n, err := OutstandingDebt(ctx, q, playerID)
 	if err != nil || n == 0 {
 		return err

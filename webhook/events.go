@@ -60,16 +60,15 @@ const (
 	stripePaymentStatusPaid     = "paid"
 
 	// Refund and dispute event types.
-	StripeChargeRefunded         = "charge.refunded"
-	StripeDisputeCreated         = "charge.dispute.created"
-	StripeDisputeClosed          = "charge.dispute.closed"
-	PaddleAdjustmentCreated      = "adjustment.created"
-	PaddleAdjustmentUpdated      = "adjustment.updated"
-	CreemRefundCreated           = "refund.created"
-	CreemDisputeCreated          = "dispute.created"
-	maxIDLength                  = 255
-	maxCurrencyLength            = 3
-	stripeAPIVersionOfOurFixture = "2025-08-27.basil" // stripe-go v82's stripe.APIVersion
+	StripeChargeRefunded    = "charge.refunded"
+	StripeDisputeCreated    = "charge.dispute.created"
+	StripeDisputeClosed     = "charge.dispute.closed"
+	PaddleAdjustmentCreated = "adjustment.created"
+	PaddleAdjustmentUpdated = "adjustment.updated"
+	CreemRefundCreated      = "refund.created"
+	CreemDisputeCreated     = "dispute.created"
+	maxIDLength             = 255
+	maxCurrencyLength       = 3
 )
 
 // ParseEvent reads provider's event from a verified body.

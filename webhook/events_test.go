@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 func TestParseEventCompletedPayments(t *testing.T) {
 	t.Parallel()
 	fixture, err := os.ReadFile("testdata/stripe_checkout_session_completed.json")
 	require.NoError(t, err)
-	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", StripeAPIVersion,
+	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", devwebhook.StripeAPIVersion,
 		"{{ORDER_ID}}", "42").Replace(string(fixture))
 	at := time.Unix(1_700_000_000, 0)
 	for _, c := range []struct {
@@ -21,12 +23,12 @@ func TestParseEventCompletedPayments(t *testing.T) {
 		want                 Payment
 	}{
 		{"stripe fixture", "stripe", stripeFixture, Payment{42, 999, "usd", "pi_3Q0aBcDeFgHiJkLm0aBcDeFg"}},
-		{"stripe built", "stripe", string(completedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd", "pi_order_42"}},
+		{"stripe built", "stripe", string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd", "pi_order_42"}},
 		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{7, 5, "eur", ""}},
 		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{8, 5, "eur", ""}},
-		{"paddle built", "paddle", string(completedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD", "txn_order_42"}},
+		{"paddle built", "paddle", string(devwebhook.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD", "txn_order_42"}},
 		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{9, 120, "GBP", ""}},
-		{"creem built", "creem", string(completedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR", "ord_order_42"}},
+		{"creem built", "creem", string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR", "ord_order_42"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev, err := ParseEvent(c.provider, []byte(c.body))
@@ -86,23 +88,23 @@ func TestParseEventReversals(t *testing.T) {
 		name, provider, body string
 		want                 Reversal
 	}{
-		{"stripe refund built", "stripe", string(ReversalEvent("stripe", "e", "pi_1", "ch_1", "refund", "succeeded", 300, "usd")),
+		{"stripe refund built", "stripe", string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "ch_1", "refund", "succeeded", 300, "usd")),
 			Reversal{"pi_1", "charge:ch_1", "refund", "succeeded", 300, "usd"}},
 		{"stripe charge without payment intent", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch_2","amount":999,"amount_refunded":999,"currency":"usd","payment_intent":null}}}`,
 			Reversal{"ch_2", "charge:ch_2", "refund", "succeeded", 999, "usd"}},
-		{"stripe dispute created", "stripe", string(ReversalEvent("stripe", "e", "pi_1", "dp_1", "dispute", "open", 999, "usd")),
+		{"stripe dispute created", "stripe", string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "dp_1", "dispute", "open", 999, "usd")),
 			Reversal{"pi_1", "dp_1", "dispute", "open", 999, "usd"}},
 		{"stripe dispute won", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_1","amount":5,"currency":"eur","charge":"ch_9","payment_intent":{"id":"pi_9"},"status":"won"}}}`,
 			Reversal{"pi_9", "dp_1", "dispute", "won", 5, "eur"}},
 		{"stripe inquiry closed", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_2","amount":5,"currency":"eur","charge":"ch_9","status":"warning_closed"}}}`,
 			Reversal{"ch_9", "dp_2", "dispute", "won", 5, "eur"}},
-		{"paddle refund", "paddle", string(ReversalEvent("paddle", "e", "txn_1", "adj_1", "refund", "succeeded", 120, "USD")),
+		{"paddle refund", "paddle", string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_1", "refund", "succeeded", 120, "USD")),
 			Reversal{"txn_1", "adj_1", "refund", "succeeded", 120, "USD"}},
-		{"paddle chargeback", "paddle", string(ReversalEvent("paddle", "e", "txn_1", "adj_2", "dispute", "lost", 120, "USD")),
+		{"paddle chargeback", "paddle", string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_2", "dispute", "lost", 120, "USD")),
 			Reversal{"txn_1", "adj_2", "dispute", "lost", 120, "USD"}},
-		{"creem refund", "creem", string(ReversalEvent("creem", "e", "ord_1", "ref_1", "refund", "succeeded", 10, "EUR")),
+		{"creem refund", "creem", string(devwebhook.ReversalEvent("creem", "e", "ord_1", "ref_1", "refund", "succeeded", 10, "EUR")),
 			Reversal{"ord_1", "ref_1", "refund", "succeeded", 10, "EUR"}},
-		{"creem dispute", "creem", string(ReversalEvent("creem", "e", "ord_1", "disp_1", "dispute", "open", 10, "EUR")),
+		{"creem dispute", "creem", string(devwebhook.ReversalEvent("creem", "e", "ord_1", "disp_1", "dispute", "open", 10, "EUR")),
 			Reversal{"ord_1", "disp_1", "dispute", "open", 10, "EUR"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/wallet"
 	"github.com/fibe-dev/billing/webhook"
 )
@@ -87,9 +88,9 @@ func (e *env) buy(provider string) (*fulfillment.Order, string) {
 	e.t.Helper()
 	o := e.order("mana_1000", provider)
 	evt := fmt.Sprintf("evt_pay_%s_%d", provider, o.ID)
-	require.Equal(e.t, "claimed", e.deliver(provider, webhook.CompletedEvent(provider, evt, o.ID, 999, "usd")).status())
+	require.Equal(e.t, "claimed", e.deliver(provider, devwebhook.CompletedEvent(provider, evt, o.ID, 999, "usd")).status())
 	require.Equal(e.t, "completed", e.waitEventJobs("fulfill_order", evt)[0].State)
-	return o, webhook.OrderPaymentID(provider, strconv.FormatInt(o.ID, 10))
+	return o, devwebhook.OrderPaymentID(provider, strconv.FormatInt(o.ID, 10))
 }
 
 // deliverConcurrently posts n copies of body at once, alternately to the
@@ -146,7 +147,7 @@ func TestReversalEventsClaimedOnce(t *testing.T) {
 			e := newEnv(t)
 			o, payment := e.buy(c.provider)
 			evt := "evt_rev_" + c.kind + c.state
-			body := webhook.ReversalEvent(c.provider, evt, payment, "rv_1", c.kind, c.state, c.amount, "usd")
+			body := devwebhook.ReversalEvent(c.provider, evt, payment, "rv_1", c.kind, c.state, c.amount, "usd")
 			require.NotNil(t, body)
 			claimed, dup, err := e.deliverConcurrently(c.provider, body, 10)
 			require.NoError(t, err)
@@ -186,21 +187,21 @@ type stripeEvent struct {
 // amount_refunded 300 then 500), a dispute of 200 opened and lost.
 func orderEvents(t *testing.T, orderID int64, tag string) []stripeEvent {
 	t.Helper()
-	pi := webhook.OrderPaymentID("stripe", strconv.FormatInt(orderID, 10))
-	async := webhook.CompletedEvent("stripe", "evt_async_"+tag, orderID, 999, "usd")
+	pi := devwebhook.OrderPaymentID("stripe", strconv.FormatInt(orderID, 10))
+	async := devwebhook.CompletedEvent("stripe", "evt_async_"+tag, orderID, 999, "usd")
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(async, &m))
 	m["type"] = webhook.StripeAsyncPaymentSucceeded
 	async, err := json.Marshal(m)
 	require.NoError(t, err)
 	refund := func(id string, cumulative int64) []byte {
-		return webhook.ReversalEvent("stripe", id, pi, "ch_"+tag, fulfillment.ReversalRefund, fulfillment.StateSucceeded, cumulative, "usd")
+		return devwebhook.ReversalEvent("stripe", id, pi, "ch_"+tag, fulfillment.ReversalRefund, fulfillment.StateSucceeded, cumulative, "usd")
 	}
 	dispute := func(id, state string) []byte {
-		return webhook.ReversalEvent("stripe", id, pi, "dp_"+tag, fulfillment.ReversalDispute, state, 200, "usd")
+		return devwebhook.ReversalEvent("stripe", id, pi, "dp_"+tag, fulfillment.ReversalDispute, state, 200, "usd")
 	}
 	return []stripeEvent{
-		{"evt_pay_" + tag, webhook.CompletedEvent("stripe", "evt_pay_"+tag, orderID, 999, "usd"), "fulfill_order"},
+		{"evt_pay_" + tag, devwebhook.CompletedEvent("stripe", "evt_pay_"+tag, orderID, 999, "usd"), "fulfill_order"},
 		{"evt_async_" + tag, async, "fulfill_order"},
 		{"evt_ref1_" + tag, refund("evt_ref1_"+tag, 300), "reverse_payment"},
 		{"evt_ref2_" + tag, refund("evt_ref2_"+tag, 500), "reverse_payment"},

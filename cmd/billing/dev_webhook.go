@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -50,7 +51,7 @@ the HTTP status and body.
 
 The amount and currency are the order's snapshot (GET /v1/orders/{id} with
 the demo API key); --amount or --currency pay something else, which intake
-claims and the fulfilment then rejects. The event id is new on every run;
+claims and the fulfillment then rejects. The event id is new on every run;
 --event resends a given event, which intake answers "duplicate".
 
 --kind refund sends the provider's refund of the order's payment (--amount:
@@ -130,7 +131,7 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if body == nil {
 		return fmt.Errorf("send-webhook: %s sends no %q event", provider, o.kind)
 	}
-	header, value, err := webhook.Sign(provider, secret, body, time.Now())
+	header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
 	if err != nil {
 		return err
 	}
@@ -152,15 +153,15 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 // devEventBody builds the event o.kind names for the order's one payment;
 // nil for a kind the provider does not send.
 func devEventBody(provider, event string, o sendWebhookOptions, amount int64, currency string) []byte {
-	payment := webhook.OrderPaymentID(provider, strconv.FormatInt(o.order, 10))
+	payment := devwebhook.OrderPaymentID(provider, strconv.FormatInt(o.order, 10))
 	id := "dev_" + strconv.FormatInt(o.order, 10)
 	switch o.kind {
 	case "", "payment":
-		return webhook.CompletedEvent(provider, event, o.order, amount, currency)
+		return devwebhook.CompletedEvent(provider, event, o.order, amount, currency)
 	case "refund":
-		return webhook.ReversalEvent(provider, event, payment, "ch_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, amount, currency)
+		return devwebhook.ReversalEvent(provider, event, payment, "ch_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, amount, currency)
 	case "dispute-open", "dispute-won", "dispute-lost":
-		return webhook.ReversalEvent(provider, event, payment, "dp_"+id, fulfillment.ReversalDispute, strings.TrimPrefix(o.kind, "dispute-"), amount, currency)
+		return devwebhook.ReversalEvent(provider, event, payment, "dp_"+id, fulfillment.ReversalDispute, strings.TrimPrefix(o.kind, "dispute-"), amount, currency)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package webhook
+package devwebhook
 
 import (
 	"encoding/json"
@@ -9,6 +9,16 @@ import (
 	"github.com/stripe/stripe-go/v82"
 
 	"github.com/fibe-dev/billing/fulfillment"
+)
+
+// The providers' event types of refunds and disputes.
+const (
+	stripeChargeRefunded    = "charge.refunded"
+	stripeDisputeCreated    = "charge.dispute.created"
+	stripeDisputeClosed     = "charge.dispute.closed"
+	paddleAdjustmentUpdated = "adjustment.updated"
+	creemRefundCreated      = "refund.created"
+	creemDisputeCreated     = "dispute.created"
 )
 
 // OrderPaymentID is the provider payment id CompletedEvent gives order's
@@ -73,17 +83,17 @@ func ReversalEvent(provider, eventID, paymentID, id, kind, state string, amount 
 func stripeReversalEvent(eventID, paymentID, id, kind, state string, amount int64, currency string, at time.Time) []byte {
 	pi := &stripe.PaymentIntent{ID: paymentID}
 	var obj any
-	typ := StripeChargeRefunded
+	typ := stripeChargeRefunded
 	switch {
 	case kind == fulfillment.ReversalRefund:
 		obj = &stripe.Charge{ID: id, Object: "charge", Amount: amount, AmountRefunded: amount, Currency: stripe.Currency(currency),
 			PaymentIntent: pi, Refunded: true, Paid: true, Status: stripe.ChargeStatusSucceeded}
 	case state == fulfillment.StateOpen:
-		typ = StripeDisputeCreated
+		typ = stripeDisputeCreated
 		obj = &stripe.Dispute{ID: id, Object: "dispute", Amount: amount, Currency: stripe.Currency(currency),
 			PaymentIntent: pi, Charge: &stripe.Charge{ID: "ch_" + paymentID}, Status: stripe.DisputeStatusNeedsResponse}
 	default:
-		typ = StripeDisputeClosed
+		typ = stripeDisputeClosed
 		obj = &stripe.Dispute{ID: id, Object: "dispute", Amount: amount, Currency: stripe.Currency(currency),
 			PaymentIntent: pi, Charge: &stripe.Charge{ID: "ch_" + paymentID}, Status: stripe.DisputeStatus(state)}
 	}
@@ -107,7 +117,7 @@ func paddleReversalEvent(eventID, paymentID, id, kind string, amount int64, curr
 	total := strconv.FormatInt(amount, 10)
 	ev := paddlenotification.AdjustmentUpdated{
 		GenericNotificationEvent: paddlenotification.GenericNotificationEvent{EventID: eventID,
-			EventType: PaddleAdjustmentUpdated, OccurredAt: at.UTC().Format(time.RFC3339Nano), NotificationID: "ntf_" + eventID},
+			EventType: paddleAdjustmentUpdated, OccurredAt: at.UTC().Format(time.RFC3339Nano), NotificationID: "ntf_" + eventID},
 		Data: paddlenotification.AdjustmentNotification{ID: id, Action: action, TransactionID: paymentID,
 			Status: paddlenotification.AdjustmentStatusApproved, CurrencyCode: paddlenotification.CurrencyCode(currency),
 			Totals: paddlenotification.AdjustmentTotals{Subtotal: total, Tax: "0", Total: total,
@@ -123,14 +133,14 @@ func paddleReversalEvent(eventID, paymentID, id, kind string, amount int64, curr
 
 func creemReversalEvent(eventID, paymentID, id, kind, state string, amount int64, currency string, at time.Time) []byte {
 	o := obj{"id": id, "order": obj{"id": paymentID, "object": "order"}, "mode": "test"}
-	typ := CreemRefundCreated
+	typ := creemRefundCreated
 	if kind == fulfillment.ReversalRefund {
 		o["object"], o["status"], o["refund_amount"], o["refund_currency"] = "refund", "succeeded", amount, currency
 	} else {
 		if state != fulfillment.StateOpen {
 			return nil
 		}
-		typ = CreemDisputeCreated
+		typ = creemDisputeCreated
 		o["object"], o["amount"], o["currency"] = "dispute", amount, currency
 	}
 	b, err := json.Marshal(obj{"id": eventID, "eventType": typ, "created_at": at.UnixMilli(), "object": o})
