@@ -19,6 +19,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
 // Queue names. Money paths get their own queues so a flood of one kind of
@@ -80,7 +82,7 @@ func NewClient(pool *pgxpool.Pool, opts Options) (*Client, error) {
 		ID:                opts.ID,
 		Logger:            logger,
 		ErrorHandler:      &errorHandler{logger: logger},
-		Middleware:        []rivertype.Middleware{metricsMiddleware()},
+		Middleware:        append([]rivertype.Middleware{metricsMiddleware()}, telemetry.RiverMiddleware()...),
 		FetchPollInterval: opts.FetchPollInterval,
 		JobTimeout:        opts.JobTimeout,
 		// River rescues a job left `running` by a dead process after this;

@@ -111,7 +111,7 @@ func fulfilJobs(reqs []claimReq, cands []int, claimed map[claimKey]struct{}) []r
 	for _, i := range cands {
 		r := reqs[i]
 		if _, won := claimed[r.key()]; won && r.ev.Payment != nil {
-			jobs = append(jobs, river.InsertManyParams{Args: fulfilArgs(r.ev)})
+			jobs = append(jobs, river.InsertManyParams{Args: fulfilArgs(r.ev), InsertOpts: &river.InsertOpts{Metadata: r.meta}})
 		}
 	}
 	return jobs
