@@ -20,8 +20,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/prometheus/client_golang/prometheus"
-	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 	"github.com/stretchr/testify/require"
+	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
 	apidoc "github.com/fibe-dev/billing/api"
 	"github.com/fibe-dev/billing/config"
