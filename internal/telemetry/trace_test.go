@@ -86,6 +86,22 @@ func TestDeliveryTrace(t *testing.T) {
 	for _, secret := range []string{stripeSecret, apiKey, signed.Header, string(body)} {
 		requireNoLeak(t, spans, secret)
 	}
+
+	// An API call that enqueues a job: the fund_day job links to the request.
+	marquee := sys.marquee(t)
+	status, answer = sys.post(t, "/v1/marquees/"+marquee+"/fund", map[string]string{"Authorization": "Bearer " + apiKey}, nil)
+	require.Equal(t, http.StatusAccepted, status, answer)
+	var fund sdktrace.ReadOnlySpan
+	require.Eventually(t, func() bool {
+		fund = find(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "river.work/fund_day" })
+		return fund != nil
+	}, 15*time.Second, 20*time.Millisecond, "the fund_day job was not worked")
+	call := find(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "POST /v1/marquees/{id}/fund" })
+	require.NotNil(t, call, "no server span for the fund call")
+	require.Len(t, fund.Links(), 1)
+	require.Equal(t, call.SpanContext().SpanID(), fund.Links()[0].SpanContext.SpanID())
+	require.Equal(t, marquee, attr(fund, "billing.marquee_id"))
+	requireNoLeak(t, rec.Ended(), apiKey)
 }
 
 // system is a web server (traced like billing web) and a worker over one
@@ -140,6 +156,19 @@ func (s *system) checkout(t *testing.T) (string, int64) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(answer), &order))
 	return s.key, order.ID
+}
+
+// marquee creates a Marquee through the API and returns its id.
+func (s *system) marquee(t *testing.T) string {
+	t.Helper()
+	status, answer := s.post(t, "/v1/marquees", map[string]string{"Authorization": "Bearer " + s.key},
+		[]byte(`{"name":"traced","plan":"standard"}`))
+	require.Equal(t, http.StatusCreated, status, answer)
+	var m struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(answer), &m))
+	return m.ID
 }
 
 func (s *system) post(t *testing.T, path string, headers map[string]string, body []byte) (int, string) {
