@@ -17,19 +17,25 @@ import (
 // (W3C traceparent, as otelriver names it too).
 const metaTraceparent = "traceparent"
 
-// RiverMiddleware is the River middleware of traced jobs, in order: a
-// span for every job worked (otelriver, one span per job named after its
-// kind), the enqueuing request's trace context carried in each job's
-// metadata, and the job's ids (order, event, Marquee) on its span.
+// RiverMiddleware is the River middleware of traced jobs, in order: the
+// enqueuing request's trace context carried in each job's metadata and
+// restored when the job is worked, a span for every job worked (otelriver,
+// named after the job's kind), and on that span a link to the enqueuer and
+// the job's ids (order, event, Marquee).
+//
+// The job's span is a child of the span that enqueued it, in the same
+// trace, so that one purchase reads as one trace: delivery, claim, fulfil
+// job, wallet post. It also links to it, which is how tools that split
+// traces per process show the hop.
 //
 // The trace context is injected by our own middleware rather than
 // otelriver's: it runs before otelriver's insert span exists, so a job
-// links to the request that enqueued it, and it keeps a traceparent set
+// points at the request that enqueued it, and it keeps a traceparent set
 // earlier (a webhook delivery's, when a batch of claims enqueues the
 // fulfilments of many deliveries at once).
 func RiverMiddleware() []rivertype.Middleware {
 	return []rivertype.Middleware{
-		&insertMiddleware{},
+		&carryMiddleware{},
 		otelriver.NewMiddleware(&otelriver.MiddlewareConfig{EnableWorkSpanJobKindSuffix: true}),
 		&workMiddleware{},
 	}
@@ -50,10 +56,11 @@ func JobMetadata(ctx context.Context) []byte {
 	return b
 }
 
-type insertMiddleware struct{ river.MiddlewareDefaults }
+// carryMiddleware carries the trace context from insert to work.
+type carryMiddleware struct{ river.MiddlewareDefaults }
 
 // InsertMany adds ctx's trace context to each job that carries none.
-func (m *insertMiddleware) InsertMany(ctx context.Context, many []*rivertype.JobInsertParams,
+func (m *carryMiddleware) InsertMany(ctx context.Context, many []*rivertype.JobInsertParams,
 	doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
 ) ([]*rivertype.JobInsertResult, error) {
 	if meta := JobMetadata(ctx); meta != nil {
@@ -88,6 +95,18 @@ func withTraceparent(metadata, meta []byte) []byte {
 		return metadata
 	}
 	return b
+}
+
+// Work makes the enqueuer's span the parent of the job's. Only a job
+// inserted while tracing was on has a traceparent; others cost one scan of
+// their metadata.
+func (m *carryMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	if bytes.Contains(job.Metadata, []byte(metaTraceparent)) {
+		if sc := enqueuer(job.Metadata); sc.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		}
+	}
+	return doInner(ctx)
 }
 
 type workMiddleware struct{ river.MiddlewareDefaults }

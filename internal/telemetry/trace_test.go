@@ -73,6 +73,8 @@ func TestDeliveryTrace(t *testing.T) {
 	require.Len(t, job.Links(), 1, "the job does not link to its enqueuer")
 	require.Equal(t, claim.SpanContext().TraceID(), job.Links()[0].SpanContext.TraceID())
 	require.Equal(t, claim.SpanContext().SpanID(), job.Links()[0].SpanContext.SpanID())
+	require.Equal(t, claim.SpanContext().SpanID(), job.Parent().SpanID(), "the job is not the claim's child")
+	require.Equal(t, delivery.SpanContext().TraceID(), job.SpanContext().TraceID(), "the purchase is not one trace")
 	require.Equal(t, eventID, attr(job, "billing.event_id"))
 	require.Equal(t, fmt.Sprint(orderID), attr(job, "billing.order_id"))
 
@@ -100,6 +102,7 @@ func TestDeliveryTrace(t *testing.T) {
 	require.NotNil(t, call, "no server span for the fund call")
 	require.Len(t, fund.Links(), 1)
 	require.Equal(t, call.SpanContext().SpanID(), fund.Links()[0].SpanContext.SpanID())
+	require.Equal(t, call.SpanContext().TraceID(), fund.SpanContext().TraceID())
 	require.Equal(t, marquee, attr(fund, "billing.marquee_id"))
 	requireNoLeak(t, rec.Ended(), apiKey)
 }
