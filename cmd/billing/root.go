@@ -74,7 +74,7 @@ func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, e
 	if maxConns > 0 {
 		pcfg.MaxConns = maxConns
 	}
-	pcfg.ConnConfig.Tracer = telemetry.SQLTracer{}
+	pcfg.ConnConfig.Tracer = telemetry.QueryTracer()
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

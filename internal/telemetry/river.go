@@ -33,7 +33,12 @@ const metaTraceparent = "traceparent"
 // points at the request that enqueued it, and it keeps a traceparent set
 // earlier (a webhook delivery's, when a batch of claims enqueues the
 // fulfilments of many deliveries at once).
+//
+// While tracing is off it returns none.
 func RiverMiddleware() []rivertype.Middleware {
+	if !On() {
+		return nil
+	}
 	return []rivertype.Middleware{
 		&carryMiddleware{},
 		otelriver.NewMiddleware(&otelriver.MiddlewareConfig{EnableWorkSpanJobKindSuffix: true}),

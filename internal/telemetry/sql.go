@@ -29,6 +29,15 @@ var (
 	_ pgx.BatchTracer = SQLTracer{}
 )
 
+// QueryTracer is the tracer for a pool's ConnConfig.Tracer: SQLTracer,
+// or nil (no tracing hook at all) while tracing is off.
+func QueryTracer() pgx.QueryTracer {
+	if !On() {
+		return nil
+	}
+	return SQLTracer{}
+}
+
 var dbSystem = attribute.String("db.system.name", "postgresql")
 
 // TraceQueryStart implements pgx.QueryTracer.

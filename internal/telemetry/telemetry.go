@@ -4,8 +4,8 @@
 // jobs, log lines).
 //
 // Tracing is off unless an OTLP endpoint is configured: the global
-// provider then stays OpenTelemetry's no-op one, no span is recorded, and
-// every hook here returns after one check of the context.
+// provider then stays OpenTelemetry's no-op one and none of the
+// instrumentation is wired in (see On), so it costs nothing.
 package telemetry
 
 import (
@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -65,9 +66,19 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	return tp.Shutdown, nil
 }
 
+// installed is set once a real provider is installed: until then the
+// instrumentation is not even wired in (HTTPHandler, RiverMiddleware and
+// QueryTracer return nothing to call), so tracing off costs nothing.
+var installed atomic.Bool
+
+// On reports whether a tracer provider was installed (Setup with an OTLP
+// endpoint, or Install). Wire instrumentation after it is decided.
+func On() bool { return installed.Load() }
+
 // Install makes tp the global tracer provider with the W3C trace-context
 // and baggage propagators (tests install an in-memory recorder this way).
 func Install(tp trace.TracerProvider) {
+	installed.Store(true)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 }
