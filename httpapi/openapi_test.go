@@ -141,7 +141,11 @@ func TestOpenAPIConformance(t *testing.T) {
 	c := newConformance(t, e)
 	alice, bob, nobody := e.newPlayer("alice"), e.newPlayer("bob"), player{}
 
-	c.do(call{as: nobody, method: "GET", path: "/v1/openapi.json", want: 200})
+	served := c.do(call{as: nobody, method: "GET", path: "/v1/openapi.json", want: 200})
+	fromJSON, err := openapi3.NewLoader().LoadFromData(served.raw)
+	require.NoError(t, err)
+	require.NoError(t, fromJSON.Validate(context.Background()), "the served document is not valid")
+	require.Equal(t, loadDoc(t, e.srv.URL).Paths.Len(), fromJSON.Paths.Len())
 	c.walletCalls(alice, nobody)
 	orderID := c.checkoutCalls(alice, bob)
 	c.webhookCalls(alice, orderID)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +42,23 @@ func TestAlertRules(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
 		require.Contains(t, string(out), "SUCCESS")
+	}
+}
+
+// TestAlertRunbooks checks every alert of alerts.yml has its runbook entry
+// in docs/operations.md, which its runbook_url names.
+func TestAlertRunbooks(t *testing.T) {
+	t.Parallel()
+	rules, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	require.NoError(t, err)
+	ops, err := os.ReadFile("../../docs/operations.md")
+	require.NoError(t, err)
+	names := regexp.MustCompile(`(?m)^\s+- alert: (\w+)$`).FindAllStringSubmatch(string(rules), -1)
+	require.Len(t, names, alertCount(t))
+	for _, m := range names {
+		name := m[1]
+		require.Contains(t, string(ops), "\n### "+name+"\n", "no runbook entry for %s in docs/operations.md", name)
+		require.Contains(t, string(rules), `runbook_url: "docs/operations.md#`+strings.ToLower(name)+`"`, name)
 	}
 }
 
