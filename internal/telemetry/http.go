@@ -17,5 +17,11 @@ func HTTPHandler(h http.Handler) http.Handler {
 	if !On() {
 		return h
 	}
-	return otelhttp.NewHandler(h, "http")
+	return otelhttp.NewHandler(h, "http", otelhttp.WithFilter(traced))
+}
+
+// traced leaves out the probes and scrapes, which would otherwise start a
+// trace every few seconds and bury the requests worth reading.
+func traced(r *http.Request) bool {
+	return r.URL.Path != "/metrics" && r.URL.Path != "/healthz"
 }

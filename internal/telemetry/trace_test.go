@@ -64,6 +64,7 @@ func TestDeliveryTrace(t *testing.T) {
 
 	delivery := find(spans, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "POST /webhooks/{provider}" })
 	require.NotNil(t, delivery, "no server span for the delivery: %v", names(spans))
+	require.Equal(t, "/webhooks/stripe", attr(delivery, "url.path"))
 	claim := find(spans, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "webhook.claim" })
 	require.NotNil(t, claim, "no claim span: %v", names(spans))
 	require.Equal(t, delivery.SpanContext().SpanID(), claim.Parent().SpanID(), "the claim is not a child of the delivery")
@@ -105,6 +106,13 @@ func TestDeliveryTrace(t *testing.T) {
 	require.Equal(t, call.SpanContext().TraceID(), fund.SpanContext().TraceID())
 	require.Equal(t, marquee, attr(fund, "billing.marquee_id"))
 	requireNoLeak(t, rec.Ended(), apiKey)
+
+	// Probes are not traced.
+	resp, err := http.Get(sys.srv.URL + "/healthz")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Nil(t, find(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return attr(s, "url.path") == "/healthz" }))
 }
 
 // system is a web server (traced like billing web) and a worker over one
