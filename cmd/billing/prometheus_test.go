@@ -93,6 +93,28 @@ func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 	out := runBilling(t, env, "players", "create", "--name", "prometheus")
 	require.NoError(t, json.Unmarshal([]byte(out), &created), out)
 	api := devAPI{t: t, base: "http://" + webAddr, key: created.APIKey}
+	promWorkload(t, api, secret)
+
+	// The series of docs/operations.md, as an operator would query them.
+	prom.waitValue(t, `sum(billing_webhook_deliveries_total{outcome="claimed"})`, 1)
+	prom.waitValue(t, `sum(billing_webhook_deliveries_total{outcome="duplicate"})`, 1)
+	prom.waitValue(t, `sum by (provider, outcome) (billing_webhook_deliveries_total{outcome=~"bad_signature|stale"})`, 1)
+	prom.waitValue(t, `sum(billing_fulfilments_total{outcome="fulfilled"})`, 1)
+	prom.waitValue(t, `sum(billing_idempotency_requests_total{outcome="replay"})`, 1)
+	prom.waitValue(t, `sum(billing_fundings_total{outcome="funded"})`, 1)
+	prom.waitValue(t, `max(billing_marquees_unfunded)`, 0)
+	prom.waitValue(t, `max by (kind) (billing_river_jobs{kind="fulfill_order",state="completed"})`, 1)
+	prom.waitValue(t, `sum(billing_http_requests_total{code=~"5.."}) or vector(0)`, 0)
+	prom.waitValue(t, `sum(increase(billing_enforcer_sweeps_total[1m])) > bool 0`, 1)
+
+	prom.requireQuiet(t)
+	promMismatch(t, api, prom, secret)
+}
+
+// promWorkload pays an order by webhook (with a duplicate and a forgery),
+// converts with one key twice and creates a Marquee, which the enforcer funds.
+func promWorkload(t *testing.T, api devAPI, secret string) {
+	t.Helper()
 	order := api.checkout("mana_1000", "stripe")
 	id, err := strconv.ParseInt(order.ID, 10, 64)
 	require.NoError(t, err)
@@ -112,26 +134,17 @@ func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 		ID string `json:"id"`
 	}
 	api.decode(http.MethodPost, "/v1/marquees", map[string]string{"name": "m", "plan": "standard"}, http.StatusCreated, &marquee)
+}
 
-	// The series of docs/operations.md, as an operator would query them.
-	prom.waitValue(t, `sum(billing_webhook_deliveries_total{outcome="claimed"})`, 1)
-	prom.waitValue(t, `sum(billing_webhook_deliveries_total{outcome="duplicate"})`, 1)
-	prom.waitValue(t, `sum by (provider, outcome) (billing_webhook_deliveries_total{outcome=~"bad_signature|stale"})`, 1)
-	prom.waitValue(t, `sum(billing_fulfilments_total{outcome="fulfilled"})`, 1)
-	prom.waitValue(t, `sum(billing_idempotency_requests_total{outcome="replay"})`, 1)
-	prom.waitValue(t, `sum(billing_fundings_total{outcome="funded"})`, 1)
-	prom.waitValue(t, `max(billing_marquees_unfunded)`, 0)
-	prom.waitValue(t, `max by (kind) (billing_river_jobs{kind="fulfill_order",state="completed"})`, 1)
-	prom.waitValue(t, `sum(billing_http_requests_total{code=~"5.."}) or vector(0)`, 0)
-	prom.waitValue(t, `sum(increase(billing_enforcer_sweeps_total[1m])) > bool 0`, 1)
-
-	// Every rule of alerts.yml loaded and evaluated without error, and none
-	// fires on this healthy system (the enforcer sweeps every second). A
-	// rule may be pending for a moment (the Marquee was unfunded until its
-	// funding job ran), so wait for the evaluations to catch up.
+// requireQuiet waits until every rule of alerts.yml evaluated without error
+// and none is pending or firing on this healthy system (the enforcer sweeps
+// every second). A rule may be pending for a moment (the Marquee was
+// unfunded until its funding job ran), so evaluations get time to catch up.
+func (p *promServer) requireQuiet(t *testing.T) {
+	t.Helper()
 	var active []string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		rules := prom.rules(t)
+		rules := p.rules(t)
 		require.Len(t, rules, alertCount(t))
 		active = active[:0]
 		for _, r := range rules {
@@ -148,9 +161,12 @@ func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 		}
 		require.False(t, time.Now().After(deadline), "alerts on a healthy system: %v", active)
 	}
+}
 
-	// The first payment that does not match its order pages at once, although
-	// its counters' series only appear with it.
+// promMismatch checks the first payment that does not match its order pages
+// at once, although its counters' series only appear with it.
+func promMismatch(t *testing.T, api devAPI, prom *promServer, secret string) {
+	t.Helper()
 	wrong := api.checkout("mana_1000", "stripe")
 	wrongID, err := strconv.ParseInt(wrong.ID, 10, 64)
 	require.NoError(t, err)
