@@ -17,6 +17,10 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 )
 
 // Keys, as they appear in billing.yaml; the environment variable is
@@ -38,22 +42,18 @@ const (
 	KeyMetricsAddr      = "metrics_addr"
 	KeyRescueAfter      = "rescue_stuck_jobs_after"
 	KeyFundAhead        = "fund_ahead"
+	KeyBatchComplete    = "batch_complete"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
 )
 
-// SKU is a purchasable Mana pack: what it costs in a provider currency and
-// how much Mana it grants.
-type SKU struct {
-	Amount   int64  `mapstructure:"amount"`   // minor units, e.g. cents
-	Currency string `mapstructure:"currency"` // ISO 4217, lower case
-	Mana     int64  `mapstructure:"mana"`
-}
-
-// Plan is a Marquee plan: its price per service day in Sparks.
-type Plan struct {
-	DailySparks int64 `mapstructure:"daily_sparks"`
-}
+// SKU and Plan are the catalogue entries of billing.yaml: the types of the
+// domains that use them (fulfillment sells SKUs, enforcer prices Marquees
+// by plan), named here so that configuration code can say config.SKU.
+type (
+	SKU  = fulfillment.SKU
+	Plan = enforcer.Plan
+)
 
 // Config is the validated configuration of every billing command.
 type Config struct {
@@ -75,15 +75,20 @@ type Config struct {
 	// service day once now is that close to midnight, so that a Marquee
 	// whose owner has the Sparks never answers 402 between midnight and the
 	// first sweep of the new day. 0 (the default) funds each day once it has
-	// begun, as DESIGN.md describes.
+	// begun, as docs/contract.md describes.
 	FundAhead time.Duration
 	// JobTimeout bounds one run of a job; RescueAfter is when River's
 	// rescuer retries a job left running by a killed worker. Every money job
 	// is idempotent, so rescuing early is safe and keeps recovery fast.
 	JobTimeout  time.Duration
 	RescueAfter time.Duration
-	SKUs        map[string]SKU
-	Plans       map[string]Plan
+	// BatchComplete is how a group-committed batch of fund_day jobs is
+	// completed: pilot (one statement, River's unstable pilot API; the
+	// default) or per_job (river.JobCompleteTx per job, the fallback if a
+	// River upgrade breaks the pilot's contract test).
+	BatchComplete rivercomplete.Mode
+	SKUs          map[string]SKU
+	Plans         map[string]Plan
 }
 
 // Error is a configuration error naming the key at fault.
@@ -101,17 +106,24 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrMissing is wrapped by an *Error for a required key that has no value.
 var ErrMissing = errors.New("is required")
 
-// DefaultSKUs and DefaultPlans apply when billing.yaml does not define any.
-func DefaultSKUs() map[string]SKU {
-	return map[string]SKU{
-		"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
-		"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
-	}
-}
+// DefaultSKUs is fulfillment's built-in catalogue.
+func DefaultSKUs() map[string]SKU { return fulfillment.DefaultSKUs() }
 
-// DefaultPlans is the built-in plan catalogue.
-func DefaultPlans() map[string]Plan {
-	return map[string]Plan{"standard": {DailySparks: 100}}
+// DefaultPlans is enforcer's built-in plan catalogue.
+func DefaultPlans() map[string]Plan { return enforcer.DefaultPlans() }
+
+// Default is the configuration of the built-in defaults alone (no file, no
+// environment, no database URL): what a caller given no configuration
+// uses, so that every default lives here once.
+func Default() *Config {
+	v := viper.New()
+	setDefaults(v)
+	c, err := decode(v, Options{})
+	if err != nil {
+		// The defaults are constants that TestDefault decodes: unreachable.
+		panic(fmt.Sprintf("config: built-in defaults do not decode: %v", err))
+	}
+	return c
 }
 
 // BindFlags declares the flags shared by every command on fs.
@@ -173,6 +185,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyJobTimeout, "1m")
 	v.SetDefault(KeyRescueAfter, "5m")
 	v.SetDefault(KeyFundAhead, "0s")
+	v.SetDefault(KeyBatchComplete, string(rivercomplete.ModePilot))
 }
 
 var envKeys = []string{
@@ -180,6 +193,7 @@ var envKeys = []string{
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
+	KeyBatchComplete,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -244,6 +258,9 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	}
 	if c.FundAhead, err = time.ParseDuration(v.GetString(KeyFundAhead)); err != nil || c.FundAhead < 0 || c.FundAhead > 12*time.Hour {
 		return nil, &Error{Key: KeyFundAhead, Err: fmt.Errorf("want a duration from 0s (off) to 12h such as 15m, got %q", v.GetString(KeyFundAhead))}
+	}
+	if c.BatchComplete, err = rivercomplete.ParseMode(strings.TrimSpace(v.GetString(KeyBatchComplete))); err != nil {
+		return nil, &Error{Key: KeyBatchComplete, Err: err}
 	}
 	if c.RescueAfter < c.JobTimeout {
 		return nil, &Error{Key: KeyRescueAfter, Err: fmt.Errorf("must be at least job_timeout (%v)", c.JobTimeout)}

@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 )
 
 func TestLoadValidation(t *testing.T) {
@@ -75,6 +78,33 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
 	require.Equal(t, config.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])
 	require.EqualValues(t, 100, c.Plans["standard"].DailySparks)
+}
+
+// TestDefault: config.Default is what Load gives with no file and no
+// environment, so a caller without configuration gets the same defaults.
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	loaded, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	def := config.Default()
+	require.Equal(t, loaded.EnforcerSpec, def.EnforcerSpec)
+	def.EnforcerSchedule, loaded.EnforcerSchedule = nil, nil // funcs of equal specs
+	require.Equal(t, loaded, def)
+	require.Equal(t, rivercomplete.ModePilot, def.BatchComplete)
+	require.Equal(t, fulfillment.DefaultSKUs(), def.SKUs)
+	require.Equal(t, enforcer.DefaultPlans(), def.Plans)
+}
+
+func TestBatchComplete(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_BATCH_COMPLETE": "per_job"}})
+	require.NoError(t, err)
+	require.Equal(t, rivercomplete.ModePerJob, c.BatchComplete)
+	_, err = config.Load(nil, config.Options{Env: map[string]string{"BILLING_BATCH_COMPLETE": "each"}})
+	var cerr *config.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, config.KeyBatchComplete, cerr.Key)
+	require.ErrorIs(t, err, rivercomplete.ErrMode)
 }
 
 func TestFileAndPrecedence(t *testing.T) {

@@ -82,7 +82,7 @@ func (r *Run) restartPostgres() {
 // under test every few hundred milliseconds (pg_terminate_backend): a
 // statement or transaction dies mid-flight wherever it is, in intake, the
 // API or a worker, which is what exposes work that is not atomic (say, a
-// webhook claim committed before its fulfilment job is enqueued). The
+// webhook claim committed before its fulfillment job is enqueued). The
 // harness's own sessions are spared.
 func (r *Run) terminateBackends(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 0xdead))

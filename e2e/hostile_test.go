@@ -25,11 +25,13 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
-	"github.com/fibe-dev/billing/webhook"
 )
 
 // TestHostileRequests sends a table of hostile requests to the real handler
@@ -52,9 +54,7 @@ func TestHostileRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { h.run(t, c) })
 	}
 	require.Equal(t, initial, h.balances(t), "no balance moved")
-	rep, err := wallet.Audit(context.Background(), h.pool, wallet.AuditOptions{})
-	require.NoError(t, err)
-	require.True(t, rep.Clean(), rep.String())
+	audittest.RequireClean(t, h.pool, audit.Options{})
 	require.Empty(t, h.errs.all(), "nothing logged at error level")
 }
 
@@ -132,11 +132,11 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	h.alice = h.newActor(t, "alice", wallets, funder)
 	h.bob = h.newActor(t, "bob", wallets, funder)
 
-	// alice's order is paid: its event is claimed and its fulfilment queued
+	// alice's order is paid: its event is claimed and its fulfillment queued
 	// (no worker runs, so it stays queued).
 	orderID, err := strconv.ParseInt(h.alice.order, 10, 64)
 	require.NoError(t, err)
-	h.paidEvent = webhook.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
+	h.paidEvent = devwebhook.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
 	r := h.send(t, h.signed("stripe", h.paidEvent))
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
 	require.Empty(t, errs.all())
@@ -341,7 +341,7 @@ func (h *hostileEnv) rawPost(path, body string, headers ...string) string {
 
 // signed is a webhook delivery of body, correctly signed for provider.
 func (h *hostileEnv) signed(provider string, body []byte) hostileReq {
-	name, value, err := webhook.Sign(provider, hostileSecret, body, h.now)
+	name, value, err := devwebhook.Sign(provider, hostileSecret, body, h.now)
 	if err != nil {
 		panic(err)
 	}
@@ -487,10 +487,10 @@ func (h *hostileEnv) cases() []hostileCase {
 	add(hostileCase{name: "idempotency-key/reused with another body", req: withKeys(conv(`{"mana":5}`), "setup-conversion"),
 		status: 422, code: httpapi.CodeIdempotencyKeyReused})
 	// A valid key on a refused request: the 400 is cached like any 4xx
-	// (DESIGN.md), so the one effect is the key row, and a retry replays it.
+	// (docs/contract.md), so the one effect is the key row, and a retry replays it.
 	add(hostileCase{name: "idempotency-key/valid key, bad body: the 400 is cached", req: withKeys(conv(`{"mana":-1}`), "k-bad-body"),
 		status: 400, code: httpapi.CodeInvalidAmount,
-		legit:  "DESIGN.md: a completed key replays its stored answer, 4xx included",
+		legit:  "docs/contract.md: a completed key replays its stored answer, 4xx included",
 		effect: map[string]int{"idempotency_keys": 1},
 		check: func(t *testing.T, h *hostileEnv, r hostileReply) {
 			again := h.send(t, withKeys(conv(`{"mana":-1}`), "k-bad-body"))
@@ -550,7 +550,7 @@ func (h *hostileEnv) cases() []hostileCase {
 	orderID, _ := strconv.ParseInt(h.alice.order, 10, 64)
 	for _, p := range hostileProviders {
 		// A correctly signed paid event for alice's order, padded to 10 MB.
-		body := padded(string(webhook.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
+		body := padded(string(devwebhook.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
 		add(hostileCase{name: "10MB/webhook " + p + " signed", req: h.signed(p, body), status: 413, code: "payload_too_large"})
 		q := h.signed(p, body)
 		q.chunked = true
@@ -729,13 +729,13 @@ func (h *hostileEnv) cases() []hostileCase {
 
 	// --- A duplicate delivery is answered like the first, with no effect.
 	add(hostileCase{name: "webhook/duplicate delivery", req: h.signed("stripe", h.paidEvent), status: 200,
-		legit: "DESIGN.md: a duplicate is answered 2xx like the first delivery, with no effect"})
+		legit: "docs/contract.md: a duplicate is answered 2xx like the first delivery, with no effect"})
 	// Wrong and stale signatures.
 	{
 		q := h.signed("stripe", h.paidEvent)
 		q.body = bytes.Replace(h.paidEvent, []byte(`"amount_total":999`), []byte(`"amount_total":999999`), 1)
 		add(hostileCase{name: "webhook/tampered body", req: q, status: 400, code: "bad_signature"})
-		name, value, _ := webhook.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
+		name, value, _ := devwebhook.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
 		add(hostileCase{name: "webhook/stale signature", status: 400, code: "stale_signature",
 			req: hostileReq{method: http.MethodPost, path: "/webhooks/paddle", body: h.paidEvent, header: map[string]string{name: value}}})
 	}

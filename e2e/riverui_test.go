@@ -46,7 +46,7 @@ func chromiumPath(t *testing.T) string {
 
 // TestRiverUIInBrowser drives the River UI served by a real `billing web`
 // in headless Chromium as an operator would: the job list shows fund_day and
-// fulfill_order jobs, a cancelled fulfilment (amount mismatch) shows its
+// fulfill_order jobs, a cancelled fulfillment (amount mismatch) shows its
 // error, and a retryable job is retried from the UI.
 func TestRiverUIInBrowser(t *testing.T) {
 	t.Parallel()
@@ -94,7 +94,7 @@ func TestRiverUIInBrowser(t *testing.T) {
 	require.Contains(t, listText, "fund_day")
 	screenshot(t, bctx, "riverui-jobs.png")
 
-	// The cancelled fulfilment shows why.
+	// The cancelled fulfillment shows why.
 	detail := pageText(t, bctx, fmt.Sprintf("%s/riverui/jobs/%d", base, cancelledID), "does not match the order")
 	require.Contains(t, detail, "fulfill_order")
 	screenshot(t, bctx, "riverui-cancelled-job.png")
@@ -133,8 +133,7 @@ func seedJobs(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (cancelled,
 	mismatch, err := insertOnly.Insert(ctx, fulfillment.FulfillOrderArgs{OrderID: order.ID, EventID: "evt_ui_1", Provider: "stripe",
 		PaidAmount: order.Amount + 1, PaidCurrency: order.Currency}, nil)
 	require.NoError(t, err)
-	workers, _, err := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg})
-	require.NoError(t, err)
+	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg})
 	worker, err := jobs.NewClient(pool, jobs.Options{Workers: workers,
 		Queues: map[string]river.QueueConfig{jobs.QueueFulfillment: {MaxWorkers: 1}}})
 	require.NoError(t, err)

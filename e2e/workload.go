@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fibe-dev/billing/fibe"
-	"github.com/fibe-dev/billing/webhook"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 // player drives one player's seeded stream of actions until ctx ends.
@@ -110,7 +110,7 @@ func (p *player) buy(ctx context.Context) {
 	}
 	p.seq++
 	eventID := fmt.Sprintf("evt_%d_%d_%d", p.run.opts.Seed, p.pm.id, p.seq)
-	if p.run.deliver(ctx, p.rng, provider, eventID, webhook.CompletedEvent(provider, eventID, id, amount, order.Currency)) {
+	if p.run.deliver(ctx, p.rng, provider, eventID, devwebhook.CompletedEvent(provider, eventID, id, amount, order.Currency)) {
 		p.run.model.with(func() { om.paid, om.correct = true, correct })
 	}
 }
@@ -238,7 +238,7 @@ func (r *Run) deliverOne(ctx context.Context, rng *rand.Rand, provider, secret s
 		webs := r.liveWebAddrs()
 		if len(webs) > 0 {
 			addr := webs[rng.IntN(len(webs))]
-			header, value, err := webhook.Sign(provider, secret, body, time.Now())
+			header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
 			if err != nil {
 				r.logf("sign: %v", err)
 				return false

@@ -12,16 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
-// DB is what the Marquee functions query through: a *pgxpool.Pool or a
-// pgx.Tx, so callers choose whether the work shares their transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Desired states and statuses of a Marquee.
 const (
@@ -110,7 +105,7 @@ func scanMarquee(row pgx.Row) (*Marquee, error) {
 // CreateMarquee creates a running, not yet funded Marquee on one of plans.
 // Its daily price is the plan's at creation; later plan changes do not
 // reprice it.
-func CreateMarquee(ctx context.Context, db DB, plans map[string]config.Plan, p CreateParams) (*Marquee, error) {
+func CreateMarquee(ctx context.Context, db DB, plans map[string]Plan, p CreateParams) (*Marquee, error) {
 	plan, ok := plans[p.Plan]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownPlan, p.Plan)

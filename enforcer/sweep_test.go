@@ -40,8 +40,8 @@ func TestSweepThreeClientsAndTenManualSweeps(t *testing.T) {
 	var clients []*river.Client[pgx.Tx]
 	for i := range 3 {
 		workers := river.NewWorkers()
-		periodic, err := enforcer.Register(workers, e.pool, cfg, e.clock.Now, quiet)
-		require.NoError(t, err)
+		periodic := enforcer.Register(workers, e.pool, e.wallet,
+			enforcer.Options{TZ: cfg.ServiceDayTZ, Now: e.clock.Now, Logger: quiet, Complete: cfg.BatchComplete}, cfg.EnforcerSchedule)
 		require.Len(t, periodic, 1)
 		clients = append(clients, e.client(clientOpts{id: fmt.Sprintf("worker-%d", i), workers: workers, periodic: periodic}))
 	}

@@ -2,7 +2,6 @@ package fulfillment_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,8 +12,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
@@ -22,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-var catalogue = map[string]config.SKU{
+var catalogue = map[string]fulfillment.SKU{
 	"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
 	"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
 }
@@ -122,14 +122,8 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
-// requireClean checks the wallet's invariants 1-3 and fulfilment's 5.
+// requireClean runs the full audit: every invariant.
 func requireClean(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	rep, err := wallet.Audit(ctx, pool, wallet.AuditOptions{})
-	require.NoError(t, err)
-	require.True(t, rep.Clean(), rep.String())
-	vs, err := fulfillment.Audit(ctx, pool)
-	require.NoError(t, err)
-	require.Empty(t, vs, fmt.Sprint(vs))
+	audittest.RequireClean(t, pool, audit.Options{})
 }

@@ -1,5 +1,5 @@
 // Package fulfillment sells Mana: the SKU catalogue, orders with their
-// pricing snapshot, and the fulfil_order job that mints an order's Mana
+// pricing snapshot, and the fulfill_order job that mints an order's Mana
 // through the wallet exactly once.
 //
 // An order copies the SKU's price (amount, currency) and the Mana it grants
@@ -18,9 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Payment providers an order may be paid through.
@@ -57,13 +56,8 @@ var (
 	ErrNotFound = errors.New("fulfillment: order not found")
 )
 
-// DB is what the order functions need: satisfied by *pgxpool.Pool, *pgx.Conn
-// and pgx.Tx, so callers choose whether the work joins a transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Order is a checkout with its pricing snapshot.
 type Order struct {
@@ -94,7 +88,7 @@ const orderColumns = `id, player_id, sku, provider, amount, currency, mana, stat
 
 // CreateCheckout creates a pending order for p.SKU, snapshotting its price
 // and Mana from skus.
-func CreateCheckout(ctx context.Context, db DB, skus map[string]config.SKU, p CheckoutParams) (*Order, error) {
+func CreateCheckout(ctx context.Context, db DB, skus map[string]SKU, p CheckoutParams) (*Order, error) {
 	sku, ok := skus[p.SKU]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownSKU, p.SKU)
@@ -123,18 +117,8 @@ func GetOrder(ctx context.Context, db DB, playerID, orderID int64) (*Order, erro
 	return o, nil
 }
 
-// OrderByID returns any order by id, for operators and tools (billing dev
-// send-webhook); player-facing code uses GetOrder.
-func OrderByID(ctx context.Context, db DB, orderID int64) (*Order, error) {
-	o, err := scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, orderID))
-	if err != nil {
-		return nil, notFound(err, orderID)
-	}
-	return o, nil
-}
-
 // lockOrder reads the order and holds its row lock until tx ends, so two
-// fulfilments of one order serialize here.
+// fulfillments of one order serialize here.
 func lockOrder(ctx context.Context, tx pgx.Tx, orderID int64) (*Order, error) {
 	o, err := scanOrder(tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1 FOR UPDATE`, orderID))
 	if err != nil {

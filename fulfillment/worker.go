@@ -19,8 +19,8 @@ import (
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// QueueFulfillment is the River queue fulfil jobs run on (jobs.QueueFulfillment;
-// repeated here because jobs imports this package).
+// QueueFulfillment is the River queue fulfill_order jobs run on; the worker
+// process configures it as jobs.QueueFulfillment, an alias of this one.
 const QueueFulfillment = "fulfillment"
 
 // FulfillOrderArgs is the job a claimed completed-payment event enqueues.
@@ -35,12 +35,12 @@ type FulfillOrderArgs struct {
 // Kind implements river.JobArgs; stable, it is stored in river_job.
 func (FulfillOrderArgs) Kind() string { return "fulfill_order" }
 
-// InsertOpts puts the job on the fulfilment queue.
+// InsertOpts puts the job on the fulfillment queue.
 func (FulfillOrderArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueFulfillment}
 }
 
-// Fulfilment outcomes, the label values of billing_fulfilments_total.
+// Fulfillment outcomes, the label values of billing_fulfilments_total.
 const (
 	OutcomeFulfilled        = "fulfilled"
 	OutcomeAlreadyFulfilled = "already_fulfilled"
@@ -76,7 +76,7 @@ type Worker struct {
 	now    func() time.Time
 }
 
-// NewWorker returns the fulfil_order worker.
+// NewWorker returns the fulfill_order worker.
 func NewWorker(opts WorkerOptions) *Worker {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

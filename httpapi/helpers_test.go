@@ -21,6 +21,8 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
@@ -85,8 +87,7 @@ func newEnvWith(t *testing.T, configure func(*config.Config)) *env {
 // startWorker works the env's jobs (no periodic jobs) with the env's clock.
 func (e *env) startWorker() {
 	e.t.Helper()
-	workers, _, err := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
-	require.NoError(e.t, err)
+	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
 	small := river.QueueConfig{MaxWorkers: 4}
 	client, err := jobs.NewClient(e.pool, jobs.Options{Logger: quiet, Workers: workers, ID: e.t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},
@@ -189,11 +190,10 @@ func (e *env) count(sql string, args ...any) int {
 	return n
 }
 
+// requireAuditClean runs the full audit: every invariant.
 func (e *env) requireAuditClean() {
 	e.t.Helper()
-	rep, err := wallet.Audit(context.Background(), e.pool, wallet.AuditOptions{})
-	require.NoError(e.t, err)
-	require.True(e.t, rep.Clean(), rep.String())
+	audittest.RequireClean(e.t, e.pool, audit.Options{})
 }
 
 func idStr(id int64) string { return strconv.FormatInt(id, 10) }

@@ -25,8 +25,8 @@ import (
 
 	apidoc "github.com/fibe-dev/billing/api"
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/wallet"
-	"github.com/fibe-dev/billing/webhook"
 )
 
 // operational are the routes of the web process that are not part of the
@@ -208,7 +208,7 @@ func (c *conformance) checkoutCalls(alice, bob player) int64 {
 
 func (c *conformance) webhookCalls(alice player, orderID int64) {
 	event := fmt.Sprintf("evt_conformance_%d", time.Now().UnixNano())
-	body := webhook.CompletedEvent("stripe", event, orderID, 999, "usd")
+	body := devwebhook.CompletedEvent("stripe", event, orderID, 999, "usd")
 	signed := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
 		Payload: body, Secret: conformanceStripeSecret, Timestamp: time.Now()})
 	sig := map[string]string{"Stripe-Signature": signed.Header}

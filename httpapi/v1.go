@@ -41,7 +41,7 @@ type api struct {
 func newAPI(opts Options) *api {
 	cfg := opts.Config
 	if cfg == nil {
-		cfg = &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(), Plans: config.DefaultPlans()}
+		cfg = config.Default()
 	}
 	a := &api{pool: opts.Pool, river: opts.River, cfg: cfg, logger: opts.Logger, now: opts.Now,
 		wallets: wallet.New(opts.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})}
@@ -58,7 +58,7 @@ type route struct {
 	handler http.Handler
 }
 
-// routes is the /v1 table of DESIGN.md (plus GET /v1/playgrounds/{id}).
+// routes is the /v1 table of docs/contract.md (plus GET /v1/playgrounds/{id}).
 func (a *api) routes() []route {
 	return []route{
 		{"GET /v1/wallets", a.read(a.getWallets)},

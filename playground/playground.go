@@ -23,11 +23,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Statuses.
@@ -47,11 +47,8 @@ var (
 	ErrInvalidName = errors.New("playground: name must be 1 to 200 printable characters")
 )
 
-// DB is a *pgxpool.Pool or a pgx.Tx.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Playground is a workload on a Marquee. Its JSON is the API's shape.
 type Playground struct {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Options configure a Store.
@@ -52,7 +54,7 @@ func (s *Store) post(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction
 	if err != nil {
 		return nil, err
 	}
-	var q querier = s.pool
+	var q dbtx.DB = s.pool
 	if tx != nil {
 		q = tx
 	}

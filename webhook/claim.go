@@ -42,7 +42,7 @@ type hooks struct {
 	batch func(eventIDs []string)
 }
 
-// claim claims ev, and enqueues its fulfilment, in the next batch of
+// claim claims ev, and enqueues its fulfillment, in the next batch of
 // concurrent claims. It reports whether this delivery won. The wait is
 // bounded like a claim transaction, so a stuck database answers 503; the
 // batch may still commit the claim then, and the provider's retry is

@@ -16,7 +16,7 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigin
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING provider, event_id`
 
-// commitBatch claims the candidates of reqs and enqueues the fulfilment of
+// commitBatch claims the candidates of reqs and enqueues the fulfillment of
 // the won completed payments in one transaction: BEGIN pipelined with the
 // claim INSERT (one round trip), one InsertManyTx when a payment won, and
 // COMMIT. Claims alone (no payment among them) need no transaction: their
@@ -105,7 +105,7 @@ func collectClaims(rows pgx.Rows, err error, n int) (map[claimKey]struct{}, erro
 	return claimed, nil
 }
 
-// fulfilJobs are the fulfil_order jobs of the won completed payments.
+// fulfilJobs are the fulfill_order jobs of the won completed payments.
 func fulfilJobs(reqs []claimReq, cands []int, claimed map[claimKey]struct{}) []river.InsertManyParams {
 	var jobs []river.InsertManyParams
 	for _, i := range cands {

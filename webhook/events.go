@@ -36,14 +36,13 @@ type Payment struct {
 
 // Completed-payment event types.
 const (
-	StripeCheckoutCompleted      = "checkout.session.completed"
-	StripeAsyncPaymentSucceeded  = "checkout.session.async_payment_succeeded"
-	PaddleTransactionCompleted   = "transaction.completed"
-	CreemCheckoutCompleted       = "checkout.completed"
-	stripePaymentStatusPaid      = "paid"
-	maxIDLength                  = 255
-	maxCurrencyLength            = 3
-	stripeAPIVersionOfOurFixture = "2025-08-27.basil" // stripe-go v82's stripe.APIVersion
+	StripeCheckoutCompleted     = "checkout.session.completed"
+	StripeAsyncPaymentSucceeded = "checkout.session.async_payment_succeeded"
+	PaddleTransactionCompleted  = "transaction.completed"
+	CreemCheckoutCompleted      = "checkout.completed"
+	stripePaymentStatusPaid     = "paid"
+	maxIDLength                 = 255
+	maxCurrencyLength           = 3
 )
 
 // ParseEvent reads provider's event from a verified body.

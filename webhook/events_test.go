@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 func TestParseEventCompletedPayments(t *testing.T) {
 	t.Parallel()
 	fixture, err := os.ReadFile("testdata/stripe_checkout_session_completed.json")
 	require.NoError(t, err)
-	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", StripeAPIVersion,
+	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", devwebhook.StripeAPIVersion,
 		"{{ORDER_ID}}", "42").Replace(string(fixture))
 	at := time.Unix(1_700_000_000, 0)
 	for _, c := range []struct {
@@ -21,12 +23,12 @@ func TestParseEventCompletedPayments(t *testing.T) {
 		want                 Payment
 	}{
 		{"stripe fixture", "stripe", stripeFixture, Payment{42, 999, "usd"}},
-		{"stripe built", "stripe", string(completedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd"}},
+		{"stripe built", "stripe", string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd"}},
 		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{7, 5, "eur"}},
 		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{8, 5, "eur"}},
-		{"paddle built", "paddle", string(completedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD"}},
+		{"paddle built", "paddle", string(devwebhook.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD"}},
 		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{9, 120, "GBP"}},
-		{"creem built", "creem", string(completedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR"}},
+		{"creem built", "creem", string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev, err := ParseEvent(c.provider, []byte(c.body))

@@ -6,7 +6,7 @@
 // event_id) with ON CONFLICT DO NOTHING: the database, not a pre-check,
 // decides which of several concurrent deliveries wins. A winning completed
 // payment inserts its fulfill_order job in the same transaction, so there
-// is no moment at which the event is claimed but its fulfilment lost. Every
+// is no moment at which the event is claimed but its fulfillment lost. Every
 // duplicate is answered 200 like the first delivery, so the provider stops
 // retrying; only a database failure answers 503, so it retries.
 //

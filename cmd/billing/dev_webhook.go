@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -49,7 +50,7 @@ the HTTP status and body.
 
 The amount and currency are the order's snapshot (GET /v1/orders/{id} with
 the demo API key); --amount or --currency pay something else, which intake
-claims and the fulfilment then rejects. The event id is new on every run;
+claims and the fulfillment then rejects. The event id is new on every run;
 --event resends a given event, which intake answers "duplicate".`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: fulfillment.Providers(),
@@ -119,8 +120,8 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if event == "" {
 		event = "evt_dev_" + randomHex(12)
 	}
-	body := webhook.CompletedEvent(provider, event, o.order, amount, currency)
-	header, value, err := webhook.Sign(provider, secret, body, time.Now())
+	body := devwebhook.CompletedEvent(provider, event, o.order, amount, currency)
+	header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestDevSendWebhook(t *testing.T) {
 	require.Equal(t, manaBefore+order.Mana, api.mana(), "the order's Mana, once")
 	require.Equal(t, 1, api.purchases(order.ID), "one purchase transaction for the order")
 
-	// Another amount: claimed by intake, then rejected by the fulfilment.
+	// Another amount: claimed by intake, then rejected by the fulfillment.
 	wrong := api.checkout("mana_1000", "paddle")
 	out, err = sendWebhook("paddle", "--order", wrong.ID, "--amount", "1")
 	require.NoError(t, err, out)

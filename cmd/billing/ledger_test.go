@@ -51,7 +51,7 @@ func TestLedgerVerify(t *testing.T) {
 }
 
 // TestLedgerVerifyDomainInvariants: verify also audits invariants 4-6, here
-// a fulfilment credit whose order does not exist.
+// a fulfillment credit whose order does not exist.
 func TestLedgerVerifyDomainInvariants(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/webhook"
 )
@@ -50,7 +51,7 @@ func TestMetrics(t *testing.T) {
 	api := devAPI{t: t, base: webURL, key: created.APIKey}
 	deliver := func(provider string, body []byte, secret string, at time.Time) (int, string) {
 		t.Helper()
-		header, value, err := webhook.Sign(provider, secret, body, at)
+		header, value, err := devwebhook.Sign(provider, secret, body, at)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -73,16 +74,16 @@ func TestMetrics(t *testing.T) {
 	var paidID int64
 	_, err := fmt.Sscan(paid.ID, &paidID)
 	require.NoError(t, err)
-	event := webhook.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
+	event := devwebhook.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
 	for _, want := range []string{"claimed", "duplicate"} {
 		code, body := deliver("stripe", event, secrets["stripe"], now)
 		require.Equal(t, http.StatusOK, code, body)
 		require.Contains(t, body, want)
 	}
-	code, body := deliver("stripe", webhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
+	code, body := deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "bad_signature")
-	code, body = deliver("stripe", webhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), secrets["stripe"], now.Add(-time.Hour))
+	code, body = deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), secrets["stripe"], now.Add(-time.Hour))
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "stale_signature")
 	code, body = deliver("stripe", []byte(`{"id":"evt_malformed",`), secrets["stripe"], now)
@@ -94,9 +95,9 @@ func TestMetrics(t *testing.T) {
 	var wrongID int64
 	_, err = fmt.Sscan(wrong.ID, &wrongID)
 	require.NoError(t, err)
-	code, body = deliver("paddle", webhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), secrets["paddle"], now)
+	code, body = deliver("paddle", devwebhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), secrets["paddle"], now)
 	require.Equal(t, http.StatusOK, code, body)
-	code, body = deliver("creem", webhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), secrets["creem"], now)
+	code, body = deliver("creem", devwebhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), secrets["creem"], now)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "fulfilled", api.waitOrder(paid.ID).Status)
 	require.Equal(t, "rejected", api.waitOrder(wrong.ID).Status)
@@ -179,7 +180,7 @@ func TestMetrics(t *testing.T) {
 	require.True(t, m.has("billing_marquees_unfunded", ""), "billing web exports the unfunded gauge")
 	require.Equal(t, 0.0, m.value("billing_marquees_unfunded", ""), "the Marquee was funded after its top-up")
 
-	// River jobs, fulfilments.
+	// River jobs, fulfillments.
 	require.Equal(t, 1.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "completed")))
 	require.Equal(t, 2.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "cancelled")))
 	for _, state := range []string{"retryable", "discarded", "available", "running"} {

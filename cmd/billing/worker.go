@@ -50,10 +50,7 @@ func newWorkerCmd() *cobra.Command {
 // runWorker works jobs until ctx is done, then stops River: soft stop
 // within the shutdown timeout, then hard stop. The pool outlives the client.
 func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logger *slog.Logger) error {
-	workers, periodic, err := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
-	if err != nil {
-		return err
-	}
+	workers, periodic := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic,
 		JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter})
 	if err != nil {
@@ -73,7 +70,7 @@ func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logg
 }
 
 // serveWorkerMetrics exposes the worker's own counters (fundings,
-// fulfilments, wallet posts, jobs worked) on addr: they live in this process,
+// fulfillments, wallet posts, jobs worked) on addr: they live in this process,
 // so the web process's /metrics cannot show them.
 func serveWorkerMetrics(addr string, pool *pgxpool.Pool, logger *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)

@@ -1,0 +1,19 @@
+package fulfillment
+
+// SKU is a purchasable Mana pack: what it costs in a provider currency and
+// how much Mana it grants. billing.yaml's skus parse into it (package
+// config); an order snapshots it at checkout.
+type SKU struct {
+	Amount   int64  `mapstructure:"amount"`   // minor units, e.g. cents
+	Currency string `mapstructure:"currency"` // ISO 4217, lower case
+	Mana     int64  `mapstructure:"mana"`
+}
+
+// DefaultSKUs is the built-in catalogue, used when billing.yaml defines
+// none.
+func DefaultSKUs() map[string]SKU {
+	return map[string]SKU{
+		"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
+		"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
+	}
+}
