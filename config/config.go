@@ -45,6 +45,27 @@ const (
 	KeyBatchComplete    = "batch_complete"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
+	// Provider APIs, for checkouts and reconciliation.
+	KeyStripeSecretKey    = "stripe_secret_key"
+	KeyStripeAPIURL       = "stripe_api_url"
+	KeyPaddleAPIKey       = "paddle_api_key"
+	KeyPaddleEnvironment  = "paddle_environment"
+	KeyCreemAPIKey        = "creem_api_key"
+	KeyCreemAPIURL        = "creem_api_url"
+	KeyCheckoutSuccessURL = "checkout_success_url"
+	KeyCheckoutCancelURL  = "checkout_cancel_url"
+	KeyReconcileSchedule  = "reconcile_schedule"
+	KeyRateLimit          = "rate_limit"
+)
+
+// Provider API base URLs.
+const (
+	DefaultStripeAPIURL  = "https://api.stripe.com"
+	PaddleSandboxURL     = "https://sandbox-api.paddle.com"
+	PaddleProductionURL  = "https://api.paddle.com"
+	DefaultCreemAPIURL   = "https://api.creem.io"
+	DefaultCheckoutURL   = "http://localhost:8080/"
+	defaultReconcileSpec = "@hourly"
 )
 
 // SKU and Plan are the catalogue entries of billing.yaml: the types of the
@@ -89,6 +110,27 @@ type Config struct {
 	BatchComplete rivercomplete.Mode
 	SKUs          map[string]SKU
 	Plans         map[string]Plan
+	// Provider API credentials and endpoints. A provider without a key
+	// cannot be chosen for a checkout, nor reconciled.
+	StripeSecretKey string
+	StripeAPIURL    string
+	PaddleAPIKey    string
+	PaddleAPIURL    string // from paddle_environment: sandbox, production or a URL
+	CreemAPIKey     string
+	CreemAPIURL     string
+	// Where the provider's hosted checkout sends the customer afterwards.
+	CheckoutSuccessURL string
+	CheckoutCancelURL  string
+	// ReconcileSchedule is when the leader lists recent provider events to
+	// recover lost webhooks (default hourly).
+	ReconcileSpec     string
+	ReconcileSchedule cron.Schedule
+	// DevCheckoutURL is set by `billing dev` only (no key, no variable):
+	// the base URL at which a provider without an API key gets a local,
+	// simulated hosted checkout page instead of answering 422.
+	DevCheckoutURL string
+	// RateLimit bounds each player's requests to the API (BILLING_RATE_LIMIT).
+	RateLimit RateLimit
 }
 
 // Error is a configuration error naming the key at fault.
@@ -186,6 +228,13 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyRescueAfter, "5m")
 	v.SetDefault(KeyFundAhead, "0s")
 	v.SetDefault(KeyBatchComplete, string(rivercomplete.ModePilot))
+	v.SetDefault(KeyStripeAPIURL, DefaultStripeAPIURL)
+	v.SetDefault(KeyPaddleEnvironment, "production")
+	v.SetDefault(KeyCreemAPIURL, DefaultCreemAPIURL)
+	v.SetDefault(KeyCheckoutSuccessURL, DefaultCheckoutURL)
+	v.SetDefault(KeyCheckoutCancelURL, DefaultCheckoutURL)
+	v.SetDefault(KeyReconcileSchedule, defaultReconcileSpec)
+	v.SetDefault(KeyRateLimit, DefaultRateLimit)
 }
 
 var envKeys = []string{
@@ -194,6 +243,9 @@ var envKeys = []string{
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
 	KeyBatchComplete,
+	KeyStripeSecretKey, KeyStripeAPIURL, KeyPaddleAPIKey, KeyPaddleEnvironment, KeyCreemAPIKey, KeyCreemAPIURL,
+	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule,
+	KeyRateLimit,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -276,7 +328,58 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	if err := c.decodeCatalogue(v); err != nil {
 		return nil, err
 	}
+	if err := c.decodeProviders(v); err != nil {
+		return nil, err
+	}
+	if c.RateLimit, err = ParseRateLimit(v.GetString(KeyRateLimit)); err != nil {
+		return nil, &Error{Key: KeyRateLimit, Err: err}
+	}
 	return c, nil
+}
+
+// decodeProviders reads the provider API settings and the reconciliation
+// schedule.
+func (c *Config) decodeProviders(v *viper.Viper) error {
+	c.StripeSecretKey = strings.TrimSpace(v.GetString(KeyStripeSecretKey))
+	c.PaddleAPIKey = strings.TrimSpace(v.GetString(KeyPaddleAPIKey))
+	c.CreemAPIKey = strings.TrimSpace(v.GetString(KeyCreemAPIKey))
+	urls := []struct {
+		key string
+		dst *string
+		val string
+	}{
+		{KeyStripeAPIURL, &c.StripeAPIURL, v.GetString(KeyStripeAPIURL)},
+		{KeyPaddleEnvironment, &c.PaddleAPIURL, paddleURL(v.GetString(KeyPaddleEnvironment))},
+		{KeyCreemAPIURL, &c.CreemAPIURL, v.GetString(KeyCreemAPIURL)},
+		{KeyCheckoutSuccessURL, &c.CheckoutSuccessURL, v.GetString(KeyCheckoutSuccessURL)},
+		{KeyCheckoutCancelURL, &c.CheckoutCancelURL, v.GetString(KeyCheckoutCancelURL)},
+	}
+	for _, u := range urls {
+		val := strings.TrimRight(strings.TrimSpace(u.val), "/")
+		if p, err := url.Parse(val); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return &Error{Key: u.key, Err: fmt.Errorf("want an http(s) URL, got %q", u.val)}
+		}
+		*u.dst = val
+	}
+	c.ReconcileSpec = strings.TrimSpace(v.GetString(KeyReconcileSchedule))
+	sched, err := ParseSchedule(c.ReconcileSpec)
+	if err != nil {
+		return &Error{Key: KeyReconcileSchedule, Err: err}
+	}
+	c.ReconcileSchedule = sched
+	return nil
+}
+
+// paddleURL maps paddle_environment (sandbox, production, or a base URL for
+// tests) to Paddle's API base URL.
+func paddleURL(env string) string {
+	switch strings.ToLower(strings.TrimSpace(env)) {
+	case "sandbox":
+		return PaddleSandboxURL
+	case "production", "":
+		return PaddleProductionURL
+	}
+	return env
 }
 
 func (c *Config) validateDatabase(required bool) error {

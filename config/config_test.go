@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +141,49 @@ plans:
 	_, err = config.LoadFile(filepath.Join(t.TempDir(), "missing.yaml"), config.Options{Env: map[string]string{}})
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, "config", cerr.Key)
+}
+
+func TestProviderSettings(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultStripeAPIURL, c.StripeAPIURL)
+	require.Equal(t, config.PaddleProductionURL, c.PaddleAPIURL)
+	require.Equal(t, config.DefaultCreemAPIURL, c.CreemAPIURL)
+	require.Empty(t, c.StripeSecretKey)
+	require.Equal(t, "@hourly", c.ReconcileSpec)
+	require.NotNil(t, c.ReconcileSchedule)
+
+	c, err = config.Load(nil, config.Options{Env: map[string]string{
+		"BILLING_STRIPE_SECRET_KEY": " sk_test_1 ", "BILLING_STRIPE_API_URL": "http://127.0.0.1:12111/",
+		"BILLING_PADDLE_API_KEY": "pdl", "BILLING_PADDLE_ENVIRONMENT": "sandbox",
+		"BILLING_CREEM_API_KEY": "creem", "BILLING_CHECKOUT_SUCCESS_URL": "https://shop.test/ok",
+		"BILLING_RECONCILE_SCHEDULE": "@every 10m",
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "sk_test_1", c.StripeSecretKey)
+	require.Equal(t, "http://127.0.0.1:12111", c.StripeAPIURL)
+	require.Equal(t, config.PaddleSandboxURL, c.PaddleAPIURL)
+	require.Equal(t, "https://shop.test/ok", c.CheckoutSuccessURL)
+	require.Equal(t, "@every 10m", c.ReconcileSpec)
+
+	for key, val := range map[string]string{
+		config.KeyStripeAPIURL: "ftp://x", config.KeyPaddleEnvironment: "staging", config.KeyCreemAPIURL: "not a url",
+		config.KeyCheckoutCancelURL: "/relative", config.KeyReconcileSchedule: "hourly",
+	} {
+		_, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_" + strings.ToUpper(key): val}})
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce, key)
+		require.Equal(t, key, ce.Key)
+	}
+}
+
+func TestSKUProviderIDs(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "billing.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("skus:\n  mana_1000: {amount: 999, currency: USD, mana: 1000, name: Starter, creem_product_id: prod_1, paddle_price_id: pri_1}\n"), 0o644))
+	c, err := config.LoadFile(path, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
+		PaddlePriceID: "pri_1"}, c.SKUs["mana_1000"])
 }

@@ -12,6 +12,9 @@ type model struct {
 	mu      sync.Mutex
 	players map[int64]*playerModel
 	orders  map[int64]*orderModel
+	// lostHooks are the event ids of payments whose webhook was never sent:
+	// only reconciliation (listing the provider's events) can fulfil them.
+	lostHooks []string
 
 	// counters for the report
 	sdkCalls, sdkAcked, sdkRetried, sdkReplayed, sdkRefused, sdkUnknown atomic.Int64

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/names"
 )
 
 // DB is a pool, a connection or a transaction (the one DB interface).
@@ -123,17 +122,7 @@ func CreateMarquee(ctx context.Context, db DB, plans map[string]Plan, p CreatePa
 	return m, err
 }
 
-func validName(name string) bool {
-	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxNameLength {
-		return false
-	}
-	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+func validName(name string) bool { return names.Valid(name, MaxNameLength) }
 
 // GetMarquee loads one of playerID's Marquees. Another player's Marquee is
 // ErrNotFound, exactly as a missing one.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/testdb"
 )
 
 func TestCreateGetListMarquees(t *testing.T) {
@@ -57,8 +58,7 @@ func TestCreateGetListMarquees(t *testing.T) {
 	require.Empty(t, list)
 
 	// Inside a transaction too (the DB interface takes a pgx.Tx).
-	tx, err := e.pool.Begin(e.ctx)
-	require.NoError(t, err)
+	tx := testdb.Begin(t, e.pool)
 	_, err = enforcer.CreateMarquee(e.ctx, tx, plans, enforcer.CreateParams{PlayerID: bob, Name: "rolled back", Plan: "big"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(e.ctx))

@@ -110,14 +110,17 @@ const (
 
 // Order is a Mana purchase with the price it was created at.
 type Order struct {
-	ID           string    `json:"id"`
-	SKU          string    `json:"sku"`
-	Provider     string    `json:"provider"`
-	Amount       int64     `json:"amount"`
-	Currency     string    `json:"currency"`
-	Mana         int64     `json:"mana"`
-	Status       string    `json:"status"`
-	CreatedAt    time.Time `json:"created_at"`
+	ID        string    `json:"id"`
+	SKU       string    `json:"sku"`
+	Provider  string    `json:"provider"`
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	Mana      int64     `json:"mana"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	// CheckoutURL is the payment provider's hosted checkout of a pending
+	// order: send the customer there to pay.
+	CheckoutURL  string    `json:"checkout_url,omitempty"`
 	LastResponse *Response `json:"-"`
 }
 
@@ -131,7 +134,10 @@ type CheckoutParams struct {
 // CheckoutsService starts purchases.
 type CheckoutsService struct{ c *Client }
 
-// Create makes a pending order with its pricing snapshot.
+// Create makes a pending order with its pricing snapshot and opens the
+// provider's hosted checkout for it (Order.CheckoutURL). A provider that is
+// down answers 503 with Retry-After; retrying with the same Idempotency-Key
+// resumes the same order.
 func (s *CheckoutsService) Create(ctx context.Context, p CheckoutParams) (*Order, error) {
 	var out Order
 	resp, err := s.c.do(ctx, http.MethodPost, "/v1/checkouts", nil, p, &out)

@@ -7,6 +7,15 @@ type SKU struct {
 	Amount   int64  `mapstructure:"amount"`   // minor units, e.g. cents
 	Currency string `mapstructure:"currency"` // ISO 4217, lower case
 	Mana     int64  `mapstructure:"mana"`
+	// Name is the product name shown on the provider's checkout (default:
+	// the SKU's key).
+	Name string `mapstructure:"name"`
+	// CreemProductID is the Creem product a checkout of this SKU names
+	// (Creem prices by product): required to sell it through Creem.
+	CreemProductID string `mapstructure:"creem_product_id"`
+	// PaddlePriceID, when set, makes Paddle checkouts use this catalogue
+	// price instead of a non-catalogue price made from the snapshot.
+	PaddlePriceID string `mapstructure:"paddle_price_id"`
 }
 
 // DefaultSKUs is the built-in catalogue, used when billing.yaml defines

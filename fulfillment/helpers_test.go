@@ -64,10 +64,8 @@ func newPlayer(t *testing.T, pool *pgxpool.Pool) int64 {
 func pay(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], eventID string, orderID, amount int64, currency string) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount,
+	tx := testdb.Begin(t, pool)
+	_, err := tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount,
 		paid_currency, payload) VALUES ('stripe', $1, 'checkout.session.completed', $2, $3, $4, '{}')`,
 		eventID, orderID, amount, currency)
 	require.NoError(t, err)

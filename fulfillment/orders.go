@@ -74,6 +74,10 @@ type Order struct {
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
 	FulfilledAt         *time.Time `json:"fulfilled_at,omitempty"`
+	// CheckoutID and CheckoutURL are the provider's hosted checkout, set
+	// once (SetCheckout); empty until it has been opened.
+	CheckoutID  string `json:"checkout_id,omitempty"`
+	CheckoutURL string `json:"checkout_url,omitempty"`
 }
 
 // CheckoutParams describe a new order.
@@ -81,10 +85,19 @@ type CheckoutParams struct {
 	PlayerID int64
 	SKU      string
 	Provider string
+	// Key, when set, makes the creation idempotent per (player, key): a
+	// second call with the same key returns the first order (the client's
+	// Idempotency-Key, so a retry after a provider failure resumes it).
+	Key string
 }
 
+// ErrCheckoutKeyReused is returned when CheckoutParams.Key already names an
+// order of another SKU or provider.
+var ErrCheckoutKeyReused = errors.New("fulfillment: checkout key already used for another order")
+
 const orderColumns = `id, player_id, sku, provider, amount, currency, mana, status,
-	coalesce(reason, ''), coalesce(wallet_transaction_id, 0), created_at, updated_at, fulfilled_at`
+	coalesce(reason, ''), coalesce(wallet_transaction_id, 0), created_at, updated_at, fulfilled_at,
+	coalesce(checkout_id, ''), coalesce(checkout_url, '')`
 
 // CreateCheckout creates a pending order for p.SKU, snapshotting its price
 // and Mana from skus.
@@ -96,12 +109,59 @@ func CreateCheckout(ctx context.Context, db DB, skus map[string]SKU, p CheckoutP
 	if !ValidProvider(p.Provider) {
 		return nil, fmt.Errorf("%w %q", ErrUnknownProvider, p.Provider)
 	}
+	if p.Key != "" {
+		return createKeyed(ctx, db, sku, p)
+	}
 	row := db.QueryRow(ctx, `INSERT INTO orders (player_id, sku, provider, amount, currency, mana)
 		VALUES ($1, $2, $3, $4, lower($5), $6) RETURNING `+orderColumns,
 		p.PlayerID, p.SKU, p.Provider, sku.Amount, sku.Currency, sku.Mana)
 	o, err := scanOrder(row)
 	if err != nil {
 		return nil, fmt.Errorf("fulfillment: create order: %w", err)
+	}
+	return o, nil
+}
+
+// createKeyed creates the order of (player, key) or returns the existing
+// one. The unique index decides between concurrent callers; the loser
+// reads the winner's row (visible once it committed: ON CONFLICT waits).
+func createKeyed(ctx context.Context, db DB, sku SKU, p CheckoutParams) (*Order, error) {
+	o, err := scanOrder(db.QueryRow(ctx, `INSERT INTO orders (player_id, sku, provider, amount, currency, mana, checkout_key)
+		VALUES ($1, $2, $3, $4, lower($5), $6, $7)
+		ON CONFLICT (player_id, checkout_key) WHERE checkout_key IS NOT NULL DO NOTHING RETURNING `+orderColumns,
+		p.PlayerID, p.SKU, p.Provider, sku.Amount, sku.Currency, sku.Mana, p.Key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		o, err = scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders
+			WHERE player_id = $1 AND checkout_key = $2`, p.PlayerID, p.Key))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: create order: %w", err)
+	}
+	if o.SKU != p.SKU || o.Provider != p.Provider {
+		return nil, fmt.Errorf("%w: order %d", ErrCheckoutKeyReused, o.ID)
+	}
+	return o, nil
+}
+
+// SetCheckout stores the provider's checkout id and URL on a pending order
+// that has none yet, and returns the order as stored: when another caller
+// stored one first, that one is kept and returned, so an order never hands
+// out two URLs.
+func SetCheckout(ctx context.Context, db DB, orderID int64, checkoutID, checkoutURL string) (*Order, error) {
+	_, err := db.Exec(ctx, `UPDATE orders SET checkout_id = $2, checkout_url = $3, updated_at = now()
+		WHERE id = $1 AND checkout_id IS NULL`, orderID, checkoutID, checkoutURL)
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: store checkout of order %d: %w", orderID, err)
+	}
+	return OrderByID(ctx, db, orderID)
+}
+
+// OrderByID reads any player's order, for callers that stand in for the
+// provider (the dev checkout page), which knows an order only by its id.
+func OrderByID(ctx context.Context, db DB, orderID int64) (*Order, error) {
+	o, err := scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, orderID))
+	if err != nil {
+		return nil, notFound(err, orderID)
 	}
 	return o, nil
 }
@@ -148,7 +208,8 @@ func markRejected(ctx context.Context, tx pgx.Tx, orderID int64, reason string, 
 func scanOrder(row pgx.Row) (*Order, error) {
 	var o Order
 	err := row.Scan(&o.ID, &o.PlayerID, &o.SKU, &o.Provider, &o.Amount, &o.Currency, &o.Mana, &o.Status,
-		&o.Reason, &o.WalletTransactionID, &o.CreatedAt, &o.UpdatedAt, &o.FulfilledAt)
+		&o.Reason, &o.WalletTransactionID, &o.CreatedAt, &o.UpdatedAt, &o.FulfilledAt,
+		&o.CheckoutID, &o.CheckoutURL)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	apidoc "github.com/fibe-dev/billing/api"
+	"github.com/fibe-dev/billing/internal/problem"
 )
 
 // openAPI serves the OpenAPI document of this API, without auth: a client
@@ -13,7 +14,7 @@ func (s *Server) openAPI() http.Handler {
 		doc, err := apidoc.JSON()
 		if err != nil {
 			s.opts.Logger.ErrorContext(r.Context(), "openapi document", "error", err)
-			writeProblem(w, http.StatusInternalServerError, CodeInternal, "the API document is unavailable")
+			problem.Write(w, http.StatusInternalServerError, CodeInternal, "the API document is unavailable")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

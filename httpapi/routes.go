@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -11,6 +12,9 @@ func (s *Server) mountRoutes() error {
 	s.mux.Handle("POST /webhooks/{provider}", s.webhooks())
 	s.mux.Handle("GET /v1/openapi.json", s.openAPI())
 	s.mountV1()
+	if s.opts.DevCheckout != nil {
+		s.mux.Handle(checkout.SimulatedPath, s.opts.DevCheckout)
+	}
 	return nil
 }
 

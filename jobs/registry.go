@@ -12,6 +12,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/idempotency"
 	"github.com/fibe-dev/billing/playground"
+	"github.com/fibe-dev/billing/reconcile"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -49,5 +50,6 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	w := wallet.New(deps.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
 	periodic = append(periodic, enforcer.Register(workers, deps.Pool, w, enforcer.Options{TZ: cfg.ServiceDayTZ,
 		Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead, Complete: cfg.BatchComplete}, schedule)...)
+	periodic = append(periodic, reconcile.Register(workers, deps.Pool, cfg, deps.Now, deps.Logger)...)
 	return workers, periodic
 }

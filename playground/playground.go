@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/names"
 )
 
 // Statuses.
@@ -38,6 +38,9 @@ const (
 
 // DefaultName names a playground created without one.
 const DefaultName = "playground"
+
+// MaxNameLength bounds a playground's name, in characters.
+const MaxNameLength = 200
 
 // Errors. An operation on a Marquee that is not funded returns
 // enforcer.ErrNotFunded; another player's Marquee, enforcer.ErrNotFound.
@@ -105,7 +108,7 @@ func CreateTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], p Cr
 	if name == "" {
 		name = DefaultName
 	}
-	if utf8.RuneCountInString(name) > 200 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if !names.Valid(name, MaxNameLength) {
 		return nil, ErrInvalidName
 	}
 	if _, err := enforcer.RequireFunded(ctx, tx, p.PlayerID, p.MarqueeID, now); err != nil {

@@ -37,13 +37,18 @@ func newPool(t *testing.T, n int) *pgxpool.Pool {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	held := make([]*pgxpool.Conn, n)
-	for i := range held {
-		held[i], err = pool.Acquire(ctx)
+	// Released by a defer, so a failed Acquire cannot leave the others
+	// checked out and hang pool.Close.
+	held := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
 		require.NoError(t, err)
-	}
-	for _, c := range held {
-		c.Release()
+		held = append(held, c)
 	}
 	// Every test ends with the audit: registered first, so it runs after
 	// the test's own cleanups but before the pool closes.

@@ -230,8 +230,8 @@ Try:
   curl -sS %[5]s %[6]s/v1/marquees/%[3]d
   curl -sS %[5]s %[6]s/v1/orders/%[4]d
   curl -sS %[5]s %[6]s/v1/wallets/mana/transactions
-  curl -sS %[5]s -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"mana":100}' %[6]s/v1/conversions
-  REQ=$(curl -sS %[5]s -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"name":"hello"}' %[6]s/v1/marquees/%[3]d/playgrounds | sed -E 's/.*"request_id":"([0-9]+)".*/\1/'); sleep 2; curl -sS %[5]s %[6]s/v1/requests/$REQ
+  curl -sS %[5]s -H 'Content-Type: application/json' -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"mana":100}' %[6]s/v1/conversions
+  REQ=$(curl -sS %[5]s -H 'Content-Type: application/json' -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"name":"hello"}' %[6]s/v1/marquees/%[3]d/playgrounds | sed -E 's/.*"request_id":"([0-9]+)".*/\1/'); sleep 2; curl -sS %[5]s %[6]s/v1/requests/$REQ
 Go SDK (package github.com/fibe-dev/billing/fibe):
 	client := fibe.NewClient(%[7]q, %[8]q)
 	ctx := context.Background()

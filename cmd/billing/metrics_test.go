@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/webhook"
 )
@@ -31,17 +32,24 @@ import (
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	dbURL := testdb.NewURL(t)
-	webAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	webAddr, webOpsAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	secrets := map[string]string{"stripe": "whsec_metrics_stripe", "paddle": "pdl_metrics_paddle", "creem": "creem_metrics"}
 	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json",
 		"BILLING_STRIPE_WEBHOOK_SECRET=" + secrets["stripe"],
 		"BILLING_PADDLE_WEBHOOK_SECRET=" + secrets["paddle"],
 		"BILLING_CREEM_WEBHOOK_SECRET=" + secrets["creem"]}
-	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr), "web")
+	// Checkouts need a provider API: a recording fake plays Stripe and Paddle.
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	env = append(env, "BILLING_STRIPE_SECRET_KEY=sk_test_metrics", "BILLING_STRIPE_API_URL="+fake.URL,
+		"BILLING_PADDLE_API_KEY=pdl_metrics", "BILLING_PADDLE_ENVIRONMENT="+fake.URL)
+	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr, "BILLING_METRICS_ADDR="+webOpsAddr), "web")
 	worker := startProc(t, append(env, "BILLING_METRICS_ADDR="+metricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
-	webURL, workerURL := "http://"+webAddr, "http://"+metricsAddr
+	webURL, webOpsURL, workerURL := "http://"+webAddr, "http://"+webOpsAddr, "http://"+metricsAddr
 	waitHealthy(t, webURL, web, 30*time.Second)
+	waitHealthy(t, webOpsURL, web, 30*time.Second)
 	waitHealthy(t, workerURL, worker, 30*time.Second)
+	requireNoPublicMetrics(t, webURL)
 
 	var created struct {
 		APIKey string `json:"api_key"`
@@ -134,7 +142,7 @@ func TestMetrics(t *testing.T) {
 	// River's own numbers; a sweep tick may still be finishing, so retry.
 	var m metricSet
 	require.Eventually(t, func() bool {
-		m = scrapeAll(t, webURL, workerURL)
+		m = scrapeAll(t, webOpsURL, workerURL)
 		fundings := m.sum("billing_fundings_total")
 		return fundings == m.value("billing_river_jobs", lbl("kind", "fund_day", "state", "completed")) &&
 			fundings == m.value("billing_river_jobs_worked_total", lbl("kind", "fund_day", "outcome", "completed"))
@@ -306,4 +314,23 @@ func waitMetric(t *testing.T, base string, timeout time.Duration, name, labels s
 	require.Eventually(t, func() bool {
 		return scrapeAll(t, base).value(name, labels) >= min
 	}, timeout, 100*time.Millisecond, "%s{%s} stays below %v", name, labels, min)
+}
+
+// requireNoPublicMetrics: the public API listener does not show /metrics
+// (business volumes); it answers the API's 404 problem.
+func requireNoPublicMetrics(t *testing.T, base string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, string(body))
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	require.Contains(t, string(body), `"code":"not_found"`)
+	require.NotContains(t, string(body), "billing_")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,12 +13,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
 
@@ -78,7 +81,8 @@ func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 	const secret = "whsec_prometheus_e2e"
 	dbURL := testdb.NewURL(t)
 	webAddr, webMetricsAddr, workerMetricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json", "BILLING_STRIPE_WEBHOOK_SECRET=" + secret}
+	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json", "BILLING_STRIPE_WEBHOOK_SECRET=" + secret,
+		"BILLING_STRIPE_SECRET_KEY=sk_test_prometheus", "BILLING_STRIPE_API_URL=" + stripemock.Start(t)}
 	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr, "BILLING_METRICS_ADDR="+webMetricsAddr), "web")
 	worker := startProc(t, append(env, "BILLING_METRICS_ADDR="+workerMetricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
 	waitHealthy(t, "http://"+webAddr, web, 30*time.Second)
@@ -216,7 +220,7 @@ scrape_configs:
 	addr := freeAddr(t)
 	cmd := exec.Command(prometheusBin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
-	out := &syncBuffer{}
+	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -331,4 +335,22 @@ func alertCount(t *testing.T) int {
 	b, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
 	require.NoError(t, err)
 	return strings.Count(string(b), "- alert: ")
+}
+
+// lockedBuffer collects a child process's output while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

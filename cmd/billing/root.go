@@ -37,6 +37,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newEnforceCmd(),
 		newChaosCmd(),
 		newPlayersCmd(),
+		newReconcileCmd(),
 	)
 	return root
 }

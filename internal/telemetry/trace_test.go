@@ -25,6 +25,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/telemetry"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
@@ -143,7 +144,8 @@ func newSystem(t *testing.T) *system {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(),
-		Plans: config.DefaultPlans(), StripeSecrets: []string{stripeSecret}}
+		Plans: config.DefaultPlans(), StripeSecrets: []string{stripeSecret},
+		StripeSecretKey: "sk_test_trace", StripeAPIURL: stripemock.Start(t)}
 	insertOnly, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
 	s, err := httpapi.New(httpapi.Options{Pool: pool, River: insertOnly, Config: cfg, Logger: quiet,
