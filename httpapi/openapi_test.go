@@ -138,7 +138,10 @@ func (c *conformance) do(k call) reply {
 // api/openapi.yaml.
 func TestOpenAPIConformance(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(cfg *config.Config) { cfg.StripeSecrets = []string{conformanceStripeSecret} })
+	e := newEnvWith(t, func(cfg *config.Config) {
+		cfg.StripeSecrets = []string{conformanceStripeSecret}
+		cfg.CreemAPIKey = "" // Creem checkouts: 422 provider_unavailable
+	})
 	e.startWorker()
 	c := newConformance(t, e)
 	alice, bob, nobody := e.newPlayer("alice"), e.newPlayer("bob"), player{}
@@ -192,6 +195,8 @@ func (c *conformance) walletCalls(alice, nobody player) {
 	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: strings.Repeat("k", 300), body: `{"mana":1}`, want: 400, code: CodeIdempotencyKeyInvalid, docInvalid: true})
 	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "conv-5", body: `{"mana":1}` + strings.Repeat(" ", maxBodyBytes), want: 413, code: CodeBodyTooLarge})
 	c.do(call{as: nobody, method: "POST", path: "/v1/conversions", key: "conv-6", body: `{"mana":1}`, want: 401, code: CodeUnauthorized})
+	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "conv-7", body: `{"mana":1}`,
+		headers: map[string]string{"Content-Type": "text/plain"}, want: 415, code: "unsupported_media_type", docInvalid: true})
 }
 
 func (c *conformance) checkoutCalls(alice, bob player) int64 {
@@ -199,6 +204,7 @@ func (c *conformance) checkoutCalls(alice, bob player) int64 {
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "co-2", body: `{"sku":"mana_7","provider":"stripe"}`, want: 400, code: "unknown_sku"})
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "co-3", body: `{"sku":"mana_1000","provider":"paypal"}`, want: 400, code: "unknown_provider", docInvalid: true})
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "co-4", body: `{"sku":`, want: 400, code: CodeInvalidRequest, docInvalid: true})
+	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "co-5", body: `{"sku":"mana_1000","provider":"creem"}`, want: 422, code: "provider_unavailable"})
 	id := order.str("id")
 	c.do(call{as: alice, method: "GET", path: "/v1/orders/" + id, want: 200})
 	c.do(call{as: bob, method: "GET", path: "/v1/orders/" + id, want: 404, code: CodeNotFound})
