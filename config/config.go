@@ -276,6 +276,11 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 		RiverUIUser:     v.GetString(KeyRiverUIUser),
 		RiverUIPassword: v.GetString(KeyRiverUIPassword),
 		LogFormat:       strings.ToLower(strings.TrimSpace(v.GetString(KeyLogFormat))),
+		StripeSecretKey: strings.TrimSpace(v.GetString(KeyStripeSecretKey)),
+		StripeAPIURL:    strings.TrimSpace(v.GetString(KeyStripeAPIURL)),
+	}
+	if u, err := url.Parse(c.StripeAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &Error{Key: KeyStripeAPIURL, Err: fmt.Errorf("want an http(s) URL, got %q", c.StripeAPIURL)}
 	}
 	if err := c.validateDatabase(opts.RequireDatabase); err != nil {
 		return nil, err

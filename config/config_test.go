@@ -43,6 +43,8 @@ func TestLoadValidation(t *testing.T) {
 		{name: "fund ahead ok", env: map[string]string{"BILLING_FUND_AHEAD": "15m"}},
 		{name: "negative fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "-5m"}, wantKey: config.KeyFundAhead},
 		{name: "fund ahead over 12h", env: map[string]string{"BILLING_FUND_AHEAD": "13h"}, wantKey: config.KeyFundAhead},
+		{name: "stripe api url ok", env: map[string]string{"BILLING_STRIPE_API_URL": "http://127.0.0.1:12111", "BILLING_STRIPE_SECRET_KEY": "sk_test_x"}},
+		{name: "stripe api url not a url", env: map[string]string{"BILLING_STRIPE_API_URL": "stripe"}, wantKey: config.KeyStripeAPIURL},
 		{name: "unparsable fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "soon"}, wantKey: config.KeyFundAhead},
 		{name: "rescue before timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "1m", "BILLING_RESCUE_STUCK_JOBS_AFTER": "10s"}, wantKey: config.KeyRescueAfter},
 	}
@@ -79,6 +81,8 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
 	require.Equal(t, config.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])
 	require.EqualValues(t, 100, c.Plans["standard"].DailySparks)
+	require.Empty(t, c.StripeSecretKey, "no Stripe API calls without a key")
+	require.Equal(t, "https://api.stripe.com", c.StripeAPIURL)
 }
 
 // TestDefault: config.Default is what Load gives with no file and no

@@ -78,7 +78,7 @@ func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
 	rep := r.newReport()
 	rep.check("river settled (nothing available/running/retryable but fresh periodic churn)", settled, "")
 	checks := []func(context.Context, *Report) error{
-		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify,
+		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify, r.checkMoneyBack,
 		r.checkCheckouts,
 	}
 	for _, c := range checks {

@@ -14,7 +14,11 @@ type Violation struct {
 }
 
 func (v Violation) String() string {
-	return fmt.Sprintf("invariant %d %s order=%d: %s", v.Invariant, v.Check, v.OrderID, v.Detail)
+	id := "order"
+	if v.Invariant == 9 { // debts are per player: OrderID holds the player id
+		id = "player"
+	}
+	return fmt.Sprintf("invariant %d %s %s=%d: %s", v.Invariant, v.Check, id, v.OrderID, v.Detail)
 }
 
 // auditChecks are invariant 5 of docs/contract.md ("at most one fulfillment credit

@@ -46,6 +46,12 @@ const (
 	StatusPending   = "pending"
 	StatusFulfilled = "fulfilled"
 	StatusRejected  = "rejected"
+	// The statuses of a fulfilled order whose money went (partly) back. The
+	// orders row keeps status fulfilled; these are derived from its
+	// refunded_amount and disputed columns when it is read.
+	StatusRefunded          = "refunded"
+	StatusPartiallyRefunded = "partially_refunded"
+	StatusDisputed          = "disputed"
 )
 
 // Errors. Compare with errors.Is.
@@ -71,6 +77,8 @@ type Order struct {
 	Status              string     `json:"status"`
 	Reason              string     `json:"reason,omitempty"`
 	WalletTransactionID int64      `json:"wallet_transaction_id,string,omitempty"`
+	RefundedAmount      int64      `json:"refunded_amount"`  // minor units, at most Amount
+	ClawedBackMana      int64      `json:"clawed_back_mana"` // net of what a won dispute gave back
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
 	FulfilledAt         *time.Time `json:"fulfilled_at,omitempty"`
@@ -95,9 +103,16 @@ type CheckoutParams struct {
 // order of another SKU or provider.
 var ErrCheckoutKeyReused = errors.New("fulfillment: checkout key already used for another order")
 
-const orderColumns = `id, player_id, sku, provider, amount, currency, mana, status,
-	coalesce(reason, ''), coalesce(wallet_transaction_id, 0), created_at, updated_at, fulfilled_at,
+const orderColumns = `id, player_id, sku, provider, amount, currency, mana,
+	CASE WHEN status <> 'fulfilled' THEN status WHEN disputed THEN 'disputed'
+		WHEN refunded_amount >= amount THEN 'refunded' WHEN refunded_amount > 0 THEN 'partially_refunded'
+		ELSE status END,
+	coalesce(reason, ''), coalesce(wallet_transaction_id, 0), refunded_amount, clawed_back_mana,
+	created_at, updated_at, fulfilled_at,
 	coalesce(checkout_id, ''), coalesce(checkout_url, '')`
+
+// Paid reports whether the order was fulfilled (whatever went back since).
+func (o *Order) Paid() bool { return o.FulfilledAt != nil }
 
 // CreateCheckout creates a pending order for p.SKU, snapshotting its price
 // and Mana from skus.
@@ -208,7 +223,7 @@ func markRejected(ctx context.Context, tx pgx.Tx, orderID int64, reason string, 
 func scanOrder(row pgx.Row) (*Order, error) {
 	var o Order
 	err := row.Scan(&o.ID, &o.PlayerID, &o.SKU, &o.Provider, &o.Amount, &o.Currency, &o.Mana, &o.Status,
-		&o.Reason, &o.WalletTransactionID, &o.CreatedAt, &o.UpdatedAt, &o.FulfilledAt,
+		&o.Reason, &o.WalletTransactionID, &o.RefundedAmount, &o.ClawedBackMana, &o.CreatedAt, &o.UpdatedAt, &o.FulfilledAt,
 		&o.CheckoutID, &o.CheckoutURL)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -44,6 +45,7 @@ const (
 	CodeRateLimited           = "rate_limited"
 	CodeHeadersTooLarge       = "headers_too_large"
 	CodeTimeout               = "timeout"
+	CodeOutstandingDebt       = "outstanding_debt"
 )
 
 // inUseRetryAfter is the Retry-After of a 409 idempotency_key_in_use: the
@@ -76,7 +78,12 @@ var errNotFound = &apiError{status: http.StatusNotFound, code: CodeNotFound, det
 // other 4xx answer). A Marquee that is not funded is 402 Payment Required.
 func statusOf(err error) (status int, code, detail string) {
 	var ae *apiError
+	var debt *wallet.OutstandingDebtError
 	switch {
+	case errors.As(err, &debt):
+		// Before insufficient_balance: buying Mana settles the debt first.
+		return http.StatusConflict, CodeOutstandingDebt,
+			fmt.Sprintf("the player owes %d Mana after a refund or chargeback; a purchase settles it first", debt.Mana)
 	case errors.As(err, &ae):
 		return ae.status, ae.code, ae.detail
 	case errors.Is(err, players.ErrUnauthorized):

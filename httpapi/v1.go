@@ -121,6 +121,12 @@ func (a *api) write(h func(w http.ResponseWriter, r *http.Request, tx pgx.Tx, pl
 			a.writeError(w, r, err)
 		}
 	})
+	return a.jsonOnly(next)
+}
+
+// jsonOnly refuses a body declared as anything but JSON (415) before next
+// claims its key: every mutating route goes through it.
+func (a *api) jsonOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := requireJSON(r); err != nil {
 			a.writeError(w, r, err)

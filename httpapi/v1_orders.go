@@ -22,12 +22,17 @@ type orderView struct {
 	FulfilledAt *time.Time `json:"fulfilled_at,omitempty"`
 	// CheckoutURL is the provider's hosted checkout of a pending order.
 	CheckoutURL string `json:"checkout_url,omitempty"`
+
+	// What went back: refunded_amount in the order's currency (minor
+	// units), clawed_back_mana net of what a won dispute gave back.
+	RefundedAmount int64 `json:"refunded_amount"`
+	ClawedBackMana int64 `json:"clawed_back_mana"`
 }
 
 func viewOrder(o *fulfillment.Order) *orderView {
 	return &orderView{ID: o.ID, SKU: o.SKU, Provider: o.Provider, Amount: o.Amount, Currency: o.Currency,
 		Mana: o.Mana, Status: o.Status, Reason: o.Reason, CreatedAt: o.CreatedAt, FulfilledAt: o.FulfilledAt,
-		CheckoutURL: o.CheckoutURL}
+		CheckoutURL: o.CheckoutURL, RefundedAmount: o.RefundedAmount, ClawedBackMana: o.ClawedBackMana}
 }
 
 // createCheckout creates the order and opens its provider checkout. It
@@ -56,11 +61,11 @@ func (a *api) createCheckout(w http.ResponseWriter, r *http.Request) error {
 // writeOutsideTx adapts a mutating handler that calls a provider: it runs
 // outside a transaction, with its answer stored under the Idempotency-Key.
 func (a *api) writeOutsideTx(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
-	return a.idem.WrapOutsideTx(func(w http.ResponseWriter, r *http.Request) {
+	return a.jsonOnly(a.idem.WrapOutsideTx(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			a.writeError(w, r, err)
 		}
-	})
+	}))
 }
 
 func (a *api) getOrder(w http.ResponseWriter, r *http.Request, player int64) error {

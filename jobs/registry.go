@@ -39,6 +39,9 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &NoopWorker{})
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
+		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now,
+		Refunders: refunders(cfg)}))
+	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{
 		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now}))
 	playground.AddWorkers(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now})
 	river.AddWorker(workers, &idempotency.ReapWorker{Store: idempotency.NewStore(deps.Pool, 0), Now: deps.Now})
@@ -52,4 +55,15 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 		Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead, Complete: cfg.BatchComplete}, schedule)...)
 	periodic = append(periodic, reconcile.Register(workers, deps.Pool, cfg, deps.Now, deps.Logger)...)
 	return workers, periodic
+}
+
+// refunders are the provider refund APIs configured: Stripe's when its
+// secret key is set.
+func refunders(cfg *config.Config) map[string]fulfillment.Refunder {
+	if cfg == nil || cfg.StripeSecretKey == "" {
+		return nil
+	}
+	return map[string]fulfillment.Refunder{
+		fulfillment.ProviderStripe: fulfillment.NewStripeRefunder(cfg.StripeSecretKey, cfg.StripeAPIURL),
+	}
 }

@@ -131,7 +131,8 @@ func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
 	if p := ev.Payment; p != nil {
 		args[3], args[4], args[5] = p.OrderID, p.Amount, p.Currency
 	}
-	if ev.Payment == nil {
+	job := jobArgs(ev)
+	if job == nil {
 		// Nothing else to commit with it: a single autocommit statement.
 		return claimed(h.opts.Pool.QueryRow(ctx, claimSQL, args...))
 	}
@@ -144,7 +145,7 @@ func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
 	if err != nil || !won {
 		return false, err
 	}
-	if _, err = h.opts.River.InsertTx(ctx, tx, fulfilArgs(ev), &river.InsertOpts{Metadata: r.meta}); err != nil {
+	if _, err = h.opts.River.InsertTx(ctx, tx, job, &river.InsertOpts{Metadata: r.meta}); err != nil {
 		return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -173,12 +174,24 @@ func orderID(ev *Event) int64 {
 	return ev.Payment.OrderID
 }
 
-func fulfilArgs(ev *Event) fulfillment.FulfillOrderArgs {
-	return fulfillment.FulfillOrderArgs{
-		OrderID:      ev.Payment.OrderID,
-		EventID:      ev.ID,
-		Provider:     ev.Provider,
-		PaidAmount:   ev.Payment.Amount,
-		PaidCurrency: ev.Payment.Currency,
+// jobArgs is the job a won claim of ev enqueues in the claim's
+// transaction: a fulfilment for a completed payment, a reversal for a
+// refund or dispute, nil for an event we only acknowledge.
+func jobArgs(ev *Event) river.JobArgs {
+	switch {
+	case ev.Payment != nil:
+		return fulfillment.FulfillOrderArgs{
+			OrderID:      ev.Payment.OrderID,
+			EventID:      ev.ID,
+			Provider:     ev.Provider,
+			PaidAmount:   ev.Payment.Amount,
+			PaidCurrency: ev.Payment.Currency,
+			PaymentID:    ev.Payment.PaymentID,
+		}
+	case ev.Reversal != nil:
+		r := ev.Reversal
+		return fulfillment.ReversePaymentArgs{Provider: ev.Provider, EventID: ev.ID, PaymentID: r.PaymentID,
+			ReversalID: r.ReversalID, ReversalKind: r.Kind, State: r.State, Amount: r.Amount, Currency: r.Currency}
 	}
+	return nil
 }

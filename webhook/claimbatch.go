@@ -66,8 +66,8 @@ func claimArgs(reqs []claimReq, cands []int) (args []any, payments bool) {
 		providers[j], ids[j], types[j], payloads[j], ats[j] = r.ev.Provider, r.ev.ID, r.ev.Type, r.body, r.at
 		if p := r.ev.Payment; p != nil {
 			orders[j], amounts[j], currencies[j] = &p.OrderID, &p.Amount, &p.Currency
-			payments = true
 		}
+		payments = payments || jobArgs(r.ev) != nil
 	}
 	return []any{providers, ids, types, orders, amounts, currencies, payloads, ats}, payments
 }
@@ -110,8 +110,8 @@ func fulfilJobs(reqs []claimReq, cands []int, claimed map[claimKey]struct{}) []r
 	var jobs []river.InsertManyParams
 	for _, i := range cands {
 		r := reqs[i]
-		if _, won := claimed[r.key()]; won && r.ev.Payment != nil {
-			jobs = append(jobs, river.InsertManyParams{Args: fulfilArgs(r.ev), InsertOpts: &river.InsertOpts{Metadata: r.meta}})
+		if _, won := claimed[r.key()]; won && jobArgs(r.ev) != nil {
+			jobs = append(jobs, river.InsertManyParams{Args: jobArgs(r.ev), InsertOpts: &river.InsertOpts{Metadata: r.meta}})
 		}
 	}
 	return jobs

@@ -53,6 +53,7 @@ type env struct {
 	pool   *pgxpool.Pool
 	river  *river.Client[pgx.Tx]
 	srv    *httptest.Server
+	second *httptest.Server // another web process over the same database
 	player int64
 }
 
@@ -67,6 +68,8 @@ func newEnv(t *testing.T, opts ...func(*webhook.Options)) *env {
 	}
 	e.srv = httptest.NewServer(webhook.NewHandler(o))
 	t.Cleanup(e.srv.Close)
+	e.second = httptest.NewServer(webhook.NewHandler(o))
+	t.Cleanup(e.second.Close)
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
 	e.player = p.ID
@@ -77,6 +80,7 @@ func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	t.Helper()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
+	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
 		Workers:           workers,

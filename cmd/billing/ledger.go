@@ -34,7 +34,9 @@ idempotency key, and conversion legs in pairs. Then invariants 4-6: at most
 one funding debit per Marquee per service day with paid_through backed by it,
 at most one fulfillment credit per order and only for its snapshot, one claim
 per provider event and a job for every claimed payment (events younger than
-River's job retention).
+River's job retention). Then invariants 7-9: one applied payment per order
+and no mint for an unapplied one, Mana clawed back never more than a payment
+minted, and each player's debt equal to their receivable entries.
 
 Clean: one summary line on stdout, exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1.`,

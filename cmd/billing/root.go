@@ -38,6 +38,9 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newChaosCmd(),
 		newPlayersCmd(),
 		newReconcileCmd(),
+		newPaymentsCmd(),
+		newDebtsCmd(),
+		newWalletCmd(),
 	)
 	return root
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fibe-dev/billing/internal/devcheckout"
 	"github.com/fibe-dev/billing/internal/telemetry"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -71,7 +72,7 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 		return err
 	}
 	registerStateCollector.Do(func() {
-		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil))
+		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil), wallet.NewDebtCollector(pool))
 	})
 	opts := httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger}
 	if cfg.DevCheckoutURL != "" {

@@ -69,6 +69,7 @@ var domainChecks = []domainCheck{
 	{"webhook", 6, 6, func(ctx context.Context, db dbtx.DB, o Options) ([]string, error) {
 		return lines(webhook.Audit(ctx, db, webhook.AuditOptions{Since: o.WebhookSince}))
 	}},
+	{"payments", 7, 9, plain(fulfillment.AuditPayments)},
 }
 
 // plain adapts a domain audit that needs no options.

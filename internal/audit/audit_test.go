@@ -17,7 +17,8 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 // TestRunComposesEveryCheck breaks one invariant of each domain behind the
-// code's back (1: ledger, 4: funding, 5: fulfillment, 6: webhook) and
+// code's back (1: ledger, 4: funding, 5: fulfillment, 6: webhook, 9: a
+// debt without its receivable entries) and
 // expects Run to report each of them, and each through OnViolation.
 func TestRunComposesEveryCheck(t *testing.T) {
 	t.Parallel()
@@ -40,6 +41,7 @@ func TestRunComposesEveryCheck(t *testing.T) {
 			VALUES (` + itoa(player) + `, 'mana_1000', 'stripe', 999, 'usd', 1000, 'fulfilled', now(), 999999)`,
 		`INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount, paid_currency, payload)
 			VALUES ('stripe', 'evt_1', 'checkout.session.completed', 1, 999, 'usd', '\x7b7d')`,
+		`INSERT INTO debts (player_id, outstanding) VALUES (` + itoa(player) + `, 5)`,
 	} {
 		_, err := pool.Exec(ctx, sql)
 		require.NoError(t, err, sql)
@@ -49,9 +51,9 @@ func TestRunComposesEveryCheck(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, report.Clean())
 	require.False(t, report.Ledger.Clean(), "invariant 1")
-	require.Equal(t, []string{"funding", "fulfillment", "webhook"}, report.Checked)
+	require.Equal(t, []string{"funding", "fulfillment", "webhook", "payments"}, report.Checked)
 	for _, want := range []string{"invariant 4 paid_through_backed", "invariant 5 fulfilled_without_its_credit",
-		"invariant 6 payment_event_without_job"} {
+		"invariant 6 payment_event_without_job", "invariant 9 debt_vs_receivable"} {
 		require.True(t, containsPrefix(report.Domain, want), "%s not in %q", want, report.Domain)
 	}
 	require.Len(t, seen, int(report.Ledger.Total)+len(report.Domain))

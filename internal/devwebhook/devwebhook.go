@@ -74,6 +74,7 @@ func stripeCompleted(eventID, order string, amount int64, currency string, at ti
 		"data": obj{"object": obj{
 			"id":                  "cs_test_" + eventID,
 			"object":              "checkout.session",
+			"payment_intent":      OrderPaymentID(fulfillment.ProviderStripe, order),
 			"amount_total":        amount,
 			"currency":            currency,
 			"client_reference_id": order,
@@ -95,7 +96,7 @@ func paddleCompleted(eventID, order string, amount int64, currency string, at ti
 		"occurred_at":     at.UTC().Format(time.RFC3339Nano),
 		"notification_id": "ntf_" + eventID,
 		"data": obj{
-			"id":            "txn_" + eventID,
+			"id":            OrderPaymentID(fulfillment.ProviderPaddle, order),
 			"status":        "completed",
 			"currency_code": currency,
 			"custom_data":   obj{"order_id": order},
@@ -118,7 +119,7 @@ func creemCompleted(eventID, order string, amount int64, currency string, at tim
 			"status":   "completed",
 			"metadata": obj{"order_id": order},
 			"order": obj{
-				"id":       "ord_" + eventID,
+				"id":       OrderPaymentID(fulfillment.ProviderCreem, order),
 				"amount":   amount,
 				"currency": currency,
 				"status":   "paid",
