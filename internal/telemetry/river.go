@@ -118,7 +118,7 @@ type workMiddleware struct{ river.MiddlewareDefaults }
 
 // jobIDFields are the args fields copied onto a job's span: ids only,
 // never amounts or payloads.
-var jobIDFields = []string{"order_id", "event_id", "provider", "marquee_id", "playground_id", "day"}
+var jobIDFields = []string{"order_id", "event_id", "provider", "payment_id", "reversal_id", "marquee_id", "playground_id", "day"}
 
 // Work links the job's span to the request that enqueued it and names the
 // ids the job is about.
