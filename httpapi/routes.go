@@ -10,6 +10,7 @@ import (
 // mountRoutes mounts the /v1 API and the webhook intake.
 func (s *Server) mountRoutes() error {
 	s.mux.Handle("POST /webhooks/{provider}", s.webhooks())
+	s.mux.Handle("GET /v1/openapi.json", s.openAPI())
 	s.mountV1()
 	if s.opts.DevCheckout != nil {
 		s.mux.Handle(checkout.SimulatedPath, s.opts.DevCheckout)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
 // Queue names. Money paths get their own queues so a flood of one kind of
@@ -85,7 +86,7 @@ func NewClient(pool *pgxpool.Pool, opts Options) (*Client, error) {
 		ID:                opts.ID,
 		Logger:            logger,
 		ErrorHandler:      &errorHandler{logger: logger},
-		Middleware:        []rivertype.Middleware{metricsMiddleware()},
+		Middleware:        append([]rivertype.Middleware{metricsMiddleware()}, telemetry.RiverMiddleware()...),
 		FetchPollInterval: opts.FetchPollInterval,
 		JobTimeout:        opts.JobTimeout,
 		// River rescues a job left `running` by a dead process after this;

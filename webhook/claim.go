@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
 // Default sizes of the claim batcher (Options.ClaimBatch, ClaimConcurrency).
@@ -24,6 +25,7 @@ type claimReq struct {
 	ev   *Event
 	body []byte
 	at   time.Time // claimed_at, taken when the delivery arrived
+	meta []byte    // the delivery's trace context, for its fulfilment job's metadata
 }
 
 // claimKey is what webhook_events is UNIQUE on.
@@ -48,10 +50,12 @@ type hooks struct {
 func (h *handler) claim(ctx context.Context, ev *Event, body []byte) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
+	ctx, span := telemetry.StartClaim(ctx, ev.Provider, ev.ID, ev.Type, orderID(ev))
+	defer span.End()
 	if h.opts.hooks.queued != nil {
 		h.opts.hooks.queued()
 	}
-	return h.claims.Do(ctx, claimReq{ev: ev, body: body, at: h.opts.Now()})
+	return h.claims.Do(ctx, claimReq{ev: ev, body: body, at: h.opts.Now(), meta: telemetry.JobMetadata(ctx)})
 }
 
 // claimBatch is the groupcommit function of the claims: every candidate of
@@ -141,7 +145,7 @@ func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
 	if err != nil || !won {
 		return false, err
 	}
-	if _, err = h.opts.River.InsertTx(ctx, tx, job, nil); err != nil {
+	if _, err = h.opts.River.InsertTx(ctx, tx, job, &river.InsertOpts{Metadata: r.meta}); err != nil {
 		return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -160,6 +164,14 @@ func claimed(row pgx.Row) (bool, error) {
 		return false, fmt.Errorf("webhook: claim: %w", err)
 	}
 	return true, nil
+}
+
+// orderID is the order a payment event names, 0 for other events.
+func orderID(ev *Event) int64 {
+	if ev.Payment == nil {
+		return 0
+	}
+	return ev.Payment.OrderID
 }
 
 // jobArgs is the job a won claim of ev enqueues in the claim's

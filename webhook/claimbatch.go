@@ -111,7 +111,7 @@ func fulfilJobs(reqs []claimReq, cands []int, claimed map[claimKey]struct{}) []r
 	for _, i := range cands {
 		r := reqs[i]
 		if _, won := claimed[r.key()]; won && jobArgs(r.ev) != nil {
-			jobs = append(jobs, river.InsertManyParams{Args: jobArgs(r.ev)})
+			jobs = append(jobs, river.InsertManyParams{Args: jobArgs(r.ev), InsertOpts: &river.InsertOpts{Metadata: r.meta}})
 		}
 	}
 	return jobs

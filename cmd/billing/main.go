@@ -10,12 +10,24 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
+	// Traces go to the OTLP endpoint of the OTEL_* environment, if any.
+	shutdownTraces, err := telemetry.Setup(ctx, "billing")
+	if err == nil {
+		err = newRootCmd().ExecuteContext(ctx)
+	}
 	stop()
+	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if terr := shutdownTraces(flushCtx); terr != nil {
+		fmt.Fprintln(os.Stderr, "billing: flush traces:", terr)
+	}
+	cancel()
 	if err != nil {
 		var ex exitError
 		if errors.As(err, &ex) {

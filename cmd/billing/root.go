@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
 func newRootCmd() *cobra.Command {
@@ -63,9 +64,9 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 		}
 	}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, nil))
+		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, nil)))
 	}
-	return slog.New(slog.NewJSONHandler(w, nil))
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, nil)))
 }
 
 // openPool connects to the database and checks it answers.
@@ -77,6 +78,7 @@ func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, e
 	if maxConns > 0 {
 		pcfg.MaxConns = maxConns
 	}
+	pcfg.ConnConfig.Tracer = telemetry.QueryTracer()
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

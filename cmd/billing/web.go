@@ -19,6 +19,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/internal/devcheckout"
+	"github.com/fibe-dev/billing/internal/telemetry"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 	"github.com/fibe-dev/billing/webhook"
@@ -88,7 +89,7 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 		return err
 	}
 	httpSrv := &http.Server{
-		Handler:           srv,
+		Handler:           telemetry.HTTPHandler(srv),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,

@@ -1,0 +1,88 @@
+package fibe_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/api"
+	"github.com/fibe-dev/billing/fibe"
+)
+
+// schema is the part of an OpenAPI schema this test reads.
+type schema struct {
+	Properties map[string]json.RawMessage `json:"properties"`
+	Required   []string                   `json:"required"`
+	Examples   []json.RawMessage          `json:"examples"`
+}
+
+// TestTypesMatchOpenAPI checks every SDK request and response type against
+// the API's OpenAPI document (api/openapi.yaml): each field the SDK sends
+// or reads is a documented property, each property the document requires
+// is one the SDK has, and the document's examples decode into the SDK type
+// with no unknown field.
+func TestTypesMatchOpenAPI(t *testing.T) {
+	t.Parallel()
+	raw, err := api.JSON()
+	require.NoError(t, err)
+	var doc struct {
+		Components struct {
+			Schemas map[string]schema `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+
+	for name, v := range map[string]any{
+		"Balance":            fibe.Balance{},
+		"Wallets":            fibe.Wallets{},
+		"Transaction":        fibe.Transaction{},
+		"TransactionPage":    fibe.TransactionList{},
+		"Conversion":         fibe.Conversion{},
+		"ConversionRequest":  fibe.ConversionParams{},
+		"Order":              fibe.Order{},
+		"CheckoutRequest":    fibe.CheckoutParams{},
+		"Marquee":            fibe.Marquee{},
+		"MarqueeList":        fibe.MarqueeList{},
+		"MarqueeRequest":     fibe.MarqueeParams{},
+		"AcceptedPlayground": fibe.Accepted{},
+		"Playground":         fibe.Playground{},
+		"PlaygroundRequest":  fibe.PlaygroundParams{},
+		"Request":            fibe.Request{},
+	} {
+		s, ok := doc.Components.Schemas[name]
+		require.True(t, ok, "schema %s is not in the document", name)
+		fields := jsonFields(reflect.TypeOf(v))
+		for _, f := range fields {
+			require.Contains(t, s.Properties, f, "fibe.%T field %q is not a property of schema %s", v, f, name)
+		}
+		for _, r := range s.Required {
+			require.Contains(t, fields, r, "schema %s requires %q, which fibe.%T lacks", name, r, v)
+		}
+		for _, ex := range s.Examples {
+			dec := json.NewDecoder(bytes.NewReader(ex))
+			dec.DisallowUnknownFields()
+			require.NoError(t, dec.Decode(reflect.New(reflect.TypeOf(v)).Interface()), "example of %s", name)
+		}
+	}
+}
+
+// jsonFields are the JSON member names of a struct type.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
