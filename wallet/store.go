@@ -29,7 +29,8 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	return &Store{pool: pool, sparksPerMana: opts.SparksPerMana}
 }
 
-// Post applies p on its own: the post is one statement in autocommit.
+// Post applies p on its own: the post, its key check included, is one
+// statement in autocommit (one round trip).
 func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
 	start := time.Now()
 	t, err := s.post(ctx, nil, p)
@@ -52,26 +53,19 @@ func (s *Store) post(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction
 	if err != nil {
 		return nil, err
 	}
-	var q querier = s.pool
-	if tx != nil {
-		q = tx
-	}
-	if t, err := lookup(ctx, q, l.key); err != nil || t != nil {
-		if err != nil {
-			return nil, err
-		}
-		return l.replay(t)
-	}
 	var t *Transaction
 	if tx == nil {
-		t, err = apply(ctx, s.pool, l)
+		t, err = applyFolded(ctx, s.pool, l)
 	} else {
 		t, err = applySavepoint(ctx, tx, l)
 	}
-	if err == nil {
-		return t, nil
+	switch {
+	case err != nil:
+		return s.rescue(ctx, tx, l, err)
+	case t.Replayed:
+		return l.replay(t)
 	}
-	return s.rescue(ctx, tx, l, err)
+	return t, nil
 }
 
 // rescue answers a post whose statement did not apply. When a concurrent

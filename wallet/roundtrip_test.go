@@ -1,0 +1,144 @@
+package wallet_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// holdWallet locks player's wallet in c in a transaction that stays open
+// until the test ends, as a long funding batch would.
+func holdWallet(t *testing.T, pool *pgxpool.Pool, player int64, c wallet.Currency) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	var id int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM wallets WHERE player_id = $1 AND currency = $2 FOR UPDATE`,
+		player, string(c)).Scan(&id))
+}
+
+// A replay answers from the stored transaction without touching the wallet
+// row: it must not queue behind a transaction holding the wallet's lock,
+// while a new key must (which proves the lock is really held).
+func TestReplayDoesNotWaitForTheWalletLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 4)
+	s := wallet.New(pool, wallet.Options{})
+	p := newPlayer(t, pool)
+	credit := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 100, Direction: wallet.Credit,
+		Kind: wallet.KindPurchase, IdempotencyKey: "rt:credit"}
+	debit := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 30, Direction: wallet.Debit,
+		Kind: wallet.KindFunding, IdempotencyKey: "rt:debit"}
+	first := map[string]*wallet.Transaction{}
+	for _, pp := range []wallet.PostParams{credit, debit} {
+		tr, err := s.Post(ctx, pp)
+		require.NoError(t, err)
+		first[pp.IdempotencyKey] = tr
+	}
+	holdWallet(t, pool, p, wallet.Sparks)
+
+	for _, pp := range []wallet.PostParams{credit, debit} {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now()
+		tr, err := s.Post(qctx, pp)
+		cancel()
+		require.NoError(t, err, pp.IdempotencyKey)
+		require.True(t, tr.Replayed)
+		require.Equal(t, first[pp.IdempotencyKey].ID, tr.ID)
+		require.Less(t, time.Since(start), 2*time.Second, "replay of %s waited for the wallet lock", pp.IdempotencyKey)
+
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		qctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		tr, err = s.PostTx(qctx, tx, pp)
+		cancel()
+		require.NoError(t, err, pp.IdempotencyKey)
+		require.True(t, tr.Replayed)
+		require.NoError(t, tx.Rollback(ctx))
+	}
+
+	// A reused key with other parameters is refused, also without waiting.
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	other := debit
+	other.Amount = 31
+	_, err := s.Post(qctx, other)
+	var reused *wallet.KeyReusedError
+	require.ErrorAs(t, err, &reused)
+	require.Equal(t, "amount", reused.Field)
+
+	// A new key does queue behind the lock.
+	fresh := debit
+	fresh.IdempotencyKey = "rt:fresh"
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	_, err = s.Post(short, fresh)
+	require.Error(t, err, "a new key must wait for the wallet lock")
+	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = 'rt:fresh'`))
+}
+
+// queryCounter counts the statements and batches a pool sends.
+type queryCounter struct{ n atomic.Int64 }
+
+func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	q.n.Add(1)
+	return ctx
+}
+func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (q *queryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	q.n.Add(1)
+	return ctx
+}
+func (q *queryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (q *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// Post is one round trip, first post or replay; PostTx is one batch.
+func TestPostIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 2)
+	cfg := pool.Config().Copy()
+	qc := &queryCounter{}
+	cfg.ConnConfig.Tracer = qc
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer traced.Close()
+	s := wallet.New(traced, wallet.Options{})
+	p := newPlayer(t, pool)
+
+	trips := func(fn func()) int64 {
+		before := qc.n.Load()
+		fn()
+		return qc.n.Load() - before
+	}
+	pp := wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 5, Direction: wallet.Credit,
+		Kind: wallet.KindPurchase, IdempotencyKey: "trip:1"}
+	for _, want := range []bool{false, true} {
+		require.Equal(t, int64(1), trips(func() {
+			tr, err := s.Post(ctx, pp)
+			require.NoError(t, err)
+			require.Equal(t, want, tr.Replayed)
+		}))
+	}
+	tx, err := traced.Begin(ctx)
+	require.NoError(t, err)
+	pp.IdempotencyKey = "trip:2"
+	for _, want := range []bool{false, true} {
+		require.Equal(t, int64(1), trips(func() {
+			tr, err := s.PostTx(ctx, tx, pp)
+			require.NoError(t, err)
+			require.Equal(t, want, tr.Replayed)
+		}))
+	}
+	require.NoError(t, tx.Commit(ctx))
+}
