@@ -77,6 +77,7 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 	for r := range rounds {
 		env.Progressf("wallet: round %d of %d: baseline (a) literal multi-statement post, baseline (b) one data-modifying CTE, wallet.Post first posts; %d clients, %s each",
 			r+1, rounds, env.Clients, slice)
+		vars["run"] = fmt.Sprintf("%s-%d", run, r) // pgbench's fixed seed repeats its keys each run
 		literal, err := PgBench(ctx, "pgbench_literal", env.DatabaseURL, literalPostScript, env.Clients, slice, vars)
 		if err != nil {
 			return nil, err

@@ -241,17 +241,6 @@ func (l leg) sql() (string, []any) {
 // balance; the caller decides between a replay and ErrInsufficientBalance.
 var errRefused = errors.New("wallet: refused")
 
-// apply runs l's plain statement on q (a pool: autocommit; a transaction:
-// in it), for callers that checked the key themselves (Convert).
-func apply(ctx context.Context, q querier, l leg) (*Transaction, error) {
-	sql, args := l.sql()
-	t, err := scanTx(q.QueryRow(ctx, sql, args...))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errRefused
-	}
-	return t, classify(err)
-}
-
 // applyFolded runs l's folded statement on the pool in autocommit: one
 // round trip, a replay included.
 func applyFolded(ctx context.Context, q querier, l leg) (*Transaction, error) {

@@ -142,3 +142,69 @@ func TestPostIsOneRoundTrip(t *testing.T) {
 	}
 	require.NoError(t, tx.Commit(ctx))
 }
+
+// A conversion is one statement: one round trip on its own, one batch in
+// a caller's transaction; its replay does not wait for the Mana wallet.
+func TestConvertIsOneRoundTripAndReplaysWithoutTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 4)
+	cfg := pool.Config().Copy()
+	qc := &queryCounter{}
+	cfg.ConnConfig.Tracer = qc
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer traced.Close()
+	s := wallet.New(traced, wallet.Options{SparksPerMana: 3})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 100)
+
+	params := wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: "conv:trip"}
+	before := qc.n.Load()
+	c, err := s.Convert(ctx, params)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), qc.n.Load()-before)
+	require.False(t, c.Replayed)
+	require.Equal(t, int64(-10), c.ManaDebit.Amount)
+	require.Equal(t, int64(30), c.SparksCredit.Amount)
+
+	tx, err := traced.Begin(ctx)
+	require.NoError(t, err)
+	before = qc.n.Load()
+	c2, err := s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 5, IdempotencyKey: "conv:trip:tx"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), qc.n.Load()-before)
+	require.Equal(t, int64(15), c2.SparksCredit.Amount)
+	require.NoError(t, tx.Commit(ctx))
+
+	holdWallet(t, pool, p, wallet.Mana)
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	again, err := s.Convert(qctx, params)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, c.ManaDebit.ID, again.ManaDebit.ID)
+	require.Equal(t, c.SparksCredit.ID, again.SparksCredit.ID)
+	require.Less(t, time.Since(start), 2*time.Second, "a replayed conversion waited for the wallet lock")
+	require.Equal(t, int64(85), balance(t, pool, p, wallet.Mana))
+	require.Equal(t, int64(45), balance(t, pool, p, wallet.Sparks))
+}
+
+// A conversion key whose Mana leg's key a plain post already used is a
+// reuse: refused, and neither wallet moves.
+func TestConvertOverALoneLegIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 2)
+	s := wallet.New(pool, wallet.Options{})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 100)
+	_, err := s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1, Kind: wallet.KindAdjustment,
+		IdempotencyKey: "lone" + wallet.ManaDebitSuffix})
+	require.NoError(t, err)
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: "lone"})
+	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+	require.Equal(t, int64(99), balance(t, pool, p, wallet.Mana))
+	require.Equal(t, int64(0), balance(t, pool, p, wallet.Sparks))
+}
