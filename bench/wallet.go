@@ -59,10 +59,14 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 
 	vars := map[string]string{"minp": fmt.Sprint(players[0]), "maxp": fmt.Sprint(players[len(players)-1]), "run": run}
 	keys := make([][]wallet.PostParams, env.Clients) // per client, for --replay
-	post := func(ctx context.Context, client int, seq int64, rng *rand.Rand) error {
+	// Numbers each client's keys across rounds; a post cut off by a round's
+	// end may have committed, so its key is never used again.
+	next := make([]int64, env.Clients)
+	post := func(ctx context.Context, client int, _ int64, rng *rand.Rand) error {
+		next[client]++
 		p := wallet.PostParams{PlayerID: players[rng.IntN(len(players))], Currency: wallet.Sparks, Amount: 1,
 			Direction: wallet.Debit, Kind: wallet.KindFunding, Reference: "bench",
-			IdempotencyKey: fmt.Sprintf("bench:%s:%d:%d", run, client, len(keys[client]))}
+			IdempotencyKey: fmt.Sprintf("bench:%s:%d:%d", run, client, next[client])}
 		t, err := store.Post(ctx, p)
 		if err == nil && t.Replayed {
 			err = fmt.Errorf("fresh key %q replayed", p.IdempotencyKey)
