@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -117,12 +119,16 @@ func runAPIWrite(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 	}
 	vars := map[string]string{"minp": strconv.FormatInt(minp, 10), "run": run,
 		"rate": strconv.FormatInt(max(env.Config.SparksPerMana, 1), 10), "body": apiWriteBody}
-	post := func(ctx context.Context, c int, seq int64) error {
-		key := fmt.Sprintf("w-%s-%d-%d", run, c, seq)
-		return call(ctx, hc, http.MethodPost, url+"/v1/conversions", apiKeys[c], key, `{"mana":1}`, false)
+	// Every request a fresh key: numbered per client across the warm-up
+	// and the rounds (Load's seq restarts at each).
+	next := make([]int64, env.Clients)
+	post := func(ctx context.Context, c int, _ int64) error {
+		next[c]++
+		key := fmt.Sprintf("w-%s-%d-%d", run, c, next[c])
+		return callFresh(ctx, hc, url+"/v1/conversions", apiKeys[c], key)
 	}
 	env.Progressf("api-write: warm-up 1s")
-	Load(ctx, "warmup", env.Clients, time.Second, func(ctx context.Context, c int, seq int64) error { return post(ctx, c, -seq-1) })
+	Load(ctx, "warmup", env.Clients, time.Second, post)
 	slice := env.Duration / time.Duration(rounds)
 	var apis, pgs []*Report
 	for i := range rounds {
@@ -208,5 +214,26 @@ func writeAudit(ctx context.Context, env Env, r *Report) error {
 	}
 	r.Note("audit_clean", audit.Clean())
 	r.Note("audit", audit.Summary())
+	return nil
+}
+
+// callFresh POSTs one conversion and checks it was created now (201, not
+// a replay).
+func callFresh(ctx context.Context, hc *http.Client, url, apiKey, key string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"mana":1}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Idempotent-Replayed") == "true" {
+		return fmt.Errorf("POST %s: %d (replayed %q)", url, resp.StatusCode, resp.Header.Get("X-Idempotent-Replayed"))
+	}
 	return nil
 }
