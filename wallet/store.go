@@ -150,6 +150,20 @@ func (s *Store) Balances(ctx context.Context, playerID int64) (map[Currency]int6
 	return out, nil
 }
 
+// The list statements: keyset pagination on (wallet_id, id). The first
+// page and the pages before a cursor are two statements, not one with
+// "$3 = 0 OR id < $3": under a cached generic plan that disjunction is a
+// filter, not an index bound, and a deep page would walk every newer row
+// of the wallet before reaching its cursor.
+const (
+	listFirstSQL = `SELECT ` + txColumns + ` FROM wallet_transactions
+WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2)
+ORDER BY id DESC LIMIT $3`
+	listBeforeSQL = `SELECT ` + txColumns + ` FROM wallet_transactions
+WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2) AND id < $4
+ORDER BY id DESC LIMIT $3`
+)
+
 // Transactions lists a player's transactions in one currency, newest first.
 func (s *Store) Transactions(ctx context.Context, playerID int64, c Currency, lp ListParams) ([]Transaction, error) {
 	if !validCurrency(c) {
@@ -161,10 +175,11 @@ func (s *Store) Transactions(ctx context.Context, playerID int64, c Currency, lp
 	case lp.Limit > 200:
 		lp.Limit = 200
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+` FROM wallet_transactions
-WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2)
-  AND ($3::bigint = 0 OR id < $3)
-ORDER BY id DESC LIMIT $4`, playerID, string(c), lp.BeforeID, lp.Limit)
+	q, args := listFirstSQL, []any{playerID, string(c), lp.Limit}
+	if lp.BeforeID > 0 {
+		q, args = listBeforeSQL, append(args, lp.BeforeID)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: transactions: %w", err)
 	}
