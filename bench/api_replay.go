@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
@@ -85,13 +86,17 @@ func runAPIReplay(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, err
 	return r, nil
 }
 
-// serveAPI serves the real handler on a loopback port.
+// serveAPI serves the real handler on a loopback port, without the
+// per-player rate limit: each client is one player sending as fast as it
+// can, and the benchmark measures the replay path, not the limiter.
 func serveAPI(ctx context.Context, env Env) (string, func(), error) {
 	client, err := jobs.NewClient(env.Pool, jobs.Options{Logger: env.Logger})
 	if err != nil {
 		return "", nil, err
 	}
-	h, err := httpapi.New(httpapi.Options{Pool: env.Pool, River: client, Config: env.Config, Logger: env.Logger})
+	cfg := *env.Config
+	cfg.RateLimit = config.RateLimit{}
+	h, err := httpapi.New(httpapi.Options{Pool: env.Pool, River: client, Config: &cfg, Logger: env.Logger})
 	if err != nil {
 		return "", nil, err
 	}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -103,17 +101,11 @@ func (plan *scalePlan) measure(env Env, name string, k int, once func(attempt in
 	return best, nil
 }
 
-// procGroup is K running `billing <role>` processes.
+// procGroup is K running `billing <role>` processes (internal/procs).
 type procGroup struct {
 	role  string
-	procs []*proc
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	log  *tailBuffer
-	done chan struct{}
-	err  error
+	procs []*procs.Proc
+	logs  []*procs.TailBuffer // the last 8 KiB of each one's output
 }
 
 // startProcs starts k `billing <role>` processes of this executable; env(i)
@@ -125,17 +117,13 @@ func startProcs(role string, k int, env func(i int) []string) (*procGroup, error
 	}
 	g := &procGroup{role: role}
 	for i := range k {
-		cmd := exec.Command(exe, role)
-		cmd.Env = append(os.Environ(), env(i)...)
-		t := &tailBuffer{max: 8 << 10}
-		cmd.Stdout, cmd.Stderr = t, t
-		if err := cmd.Start(); err != nil {
+		log := &procs.TailBuffer{Max: 8 << 10}
+		p := procs.New(fmt.Sprintf("%s process %d of %d", role, i+1, k), exe, env(i), log, role)
+		if err := p.Start(); err != nil {
 			_ = g.stop()
-			return nil, fmt.Errorf("bench: start %s: %w", role, err)
+			return nil, fmt.Errorf("bench: %w", err)
 		}
-		p := &proc{cmd: cmd, log: t, done: make(chan struct{})}
-		go func() { p.err = cmd.Wait(); close(p.done) }()
-		g.procs = append(g.procs, p)
+		g.procs, g.logs = append(g.procs, p), append(g.logs, log)
 	}
 	return g, nil
 }
@@ -143,7 +131,7 @@ func startProcs(role string, k int, env func(i int) []string) (*procGroup, error
 func (g *procGroup) pids() []int {
 	out := make([]int, len(g.procs))
 	for i, p := range g.procs {
-		out[i] = p.cmd.Process.Pid
+		out[i] = p.Pid()
 	}
 	return out
 }
@@ -151,61 +139,27 @@ func (g *procGroup) pids() []int {
 // exited reports a process that ended while it should be running.
 func (g *procGroup) exited() error {
 	for i, p := range g.procs {
-		select {
-		case <-p.done:
-			return fmt.Errorf("bench: %s process %d of %d exited early (%v):\n%s", g.role, i+1, len(g.procs), p.err, p.log)
-		default:
+		if !p.Running() {
+			return fmt.Errorf("bench: %s exited early (%v):\n%s", p.Name, p.ExitErr(), g.logs[i])
 		}
 	}
 	return nil
 }
 
-// stop interrupts every process (graceful shutdown: running jobs and
-// requests finish), waits for them and kills any still alive after 40s.
+// stop interrupts every process at once (graceful shutdown: running jobs
+// and requests finish), waits for them and kills any still alive after 40s.
 func (g *procGroup) stop() error {
-	for _, p := range g.procs {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Signal(os.Interrupt)
-		}
-	}
-	var errs []error
+	errs := make([]error, len(g.procs))
+	var wg sync.WaitGroup
 	for i, p := range g.procs {
-		select {
-		case <-p.done:
-		case <-time.After(40 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if p.err != nil {
-			errs = append(errs, fmt.Errorf("bench: %s process %d: %w:\n%s", g.role, i+1, p.err, p.log))
-		}
+		wg.Go(func() {
+			if err := p.StopWith(os.Interrupt, 40*time.Second); err != nil {
+				errs[i] = fmt.Errorf("bench: %s: %w:\n%s", p.Name, err, g.logs[i])
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// tailBuffer keeps the last max bytes written to it (a child's log).
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
 
 // withAppName returns dbURL with application_name set, in URL or
@@ -229,16 +183,6 @@ func childEnv(env Env, role string, i int) []string {
 		"BILLING_METRICS_ADDR=", // K workers cannot share one metrics port
 		"BILLING_LOG_FORMAT=json",
 	}
-}
-
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
 }
 
 // pgWatch samples PostgreSQL while a configuration runs.
@@ -752,7 +696,7 @@ func webhooksWithProcesses(ctx context.Context, env Env, k int, secret, run stri
 	addrs := make([]string, k)
 	for i := range addrs {
 		var err error
-		if addrs[i], err = freeAddr(); err != nil {
+		if addrs[i], err = procs.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -769,7 +713,7 @@ func webhooksWithProcesses(ctx context.Context, env Env, k int, secret, run stri
 	urls := make([]string, k)
 	for i, addr := range addrs {
 		urls[i] = "http://" + addr + "/webhooks/stripe"
-		if err := waitHealthy(ctx, hc, "http://"+addr+"/healthz", g); err != nil {
+		if err := g.waitHealthy(ctx, hc, i, "http://"+addr+"/healthz"); err != nil {
 			return nil, err
 		}
 	}
@@ -802,31 +746,12 @@ func webhooksWithProcesses(ctx context.Context, env Env, k int, secret, run stri
 	return r, nil
 }
 
-// waitHealthy polls a web process's /healthz until it answers 200.
-func waitHealthy(ctx context.Context, hc *http.Client, u string, g *procGroup) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		if res, err := hc.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if err := g.exited(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: %s not healthy within 60s", u)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+// waitHealthy waits up to 60s for the i-th (web) process's /healthz.
+func (g *procGroup) waitHealthy(ctx context.Context, hc *http.Client, i int, u string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := procs.WaitHealthy(ctx, hc, u, g.procs[i]); err != nil {
+		return fmt.Errorf("bench: %w:\n%s", err, g.logs[i])
 	}
+	return nil
 }

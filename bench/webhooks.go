@@ -18,6 +18,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/webhook"
@@ -86,7 +87,7 @@ func runWebhooks(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
-	sample := webhook.CompletedEvent(fulfillment.ProviderStripe, "evt_sample_"+run, orders[0].ID, orders[0].Amount, orders[0].Currency)
+	sample := devwebhook.CompletedEvent(fulfillment.ProviderStripe, "evt_sample_"+run, orders[0].ID, orders[0].Amount, orders[0].Currency)
 	if err := seedDupEvents(ctx, env, orders[0].ID, sample); err != nil {
 		return nil, err
 	}
@@ -236,7 +237,7 @@ func (d *deliverer) op(ctx context.Context, client int, _ int64) error {
 		body = sent[rng.IntN(len(sent))] // a redelivery: same event, signed afresh
 	} else {
 		o := d.orders[int(n)%len(d.orders)]
-		body = webhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_%s_%d", d.run, n),
+		body = devwebhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_%s_%d", d.run, n),
 			o.ID, o.Amount, o.Currency)
 		if len(d.sent[client]) < sentRing {
 			d.sent[client] = append(d.sent[client], body)
@@ -244,7 +245,7 @@ func (d *deliverer) op(ctx context.Context, client int, _ int64) error {
 			d.sent[client][n%sentRing] = body
 		}
 	}
-	name, value := webhook.SignStripe(d.secret, body, time.Now())
+	name, value := devwebhook.SignStripe(d.secret, body, time.Now())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.urls[client%len(d.urls)], bytes.NewReader(body))
 	if err != nil {
 		return err

@@ -17,6 +17,10 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 )
 
 // Keys, as they appear in billing.yaml; the environment variable is
@@ -38,22 +42,39 @@ const (
 	KeyMetricsAddr      = "metrics_addr"
 	KeyRescueAfter      = "rescue_stuck_jobs_after"
 	KeyFundAhead        = "fund_ahead"
+	KeyBatchComplete    = "batch_complete"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
+	// Provider APIs, for checkouts and reconciliation.
+	KeyStripeSecretKey    = "stripe_secret_key"
+	KeyStripeAPIURL       = "stripe_api_url"
+	KeyPaddleAPIKey       = "paddle_api_key"
+	KeyPaddleEnvironment  = "paddle_environment"
+	KeyCreemAPIKey        = "creem_api_key"
+	KeyCreemAPIURL        = "creem_api_url"
+	KeyCheckoutSuccessURL = "checkout_success_url"
+	KeyCheckoutCancelURL  = "checkout_cancel_url"
+	KeyReconcileSchedule  = "reconcile_schedule"
+	KeyRateLimit          = "rate_limit"
 )
 
-// SKU is a purchasable Mana pack: what it costs in a provider currency and
-// how much Mana it grants.
-type SKU struct {
-	Amount   int64  `mapstructure:"amount"`   // minor units, e.g. cents
-	Currency string `mapstructure:"currency"` // ISO 4217, lower case
-	Mana     int64  `mapstructure:"mana"`
-}
+// Provider API base URLs.
+const (
+	DefaultStripeAPIURL  = "https://api.stripe.com"
+	PaddleSandboxURL     = "https://sandbox-api.paddle.com"
+	PaddleProductionURL  = "https://api.paddle.com"
+	DefaultCreemAPIURL   = "https://api.creem.io"
+	DefaultCheckoutURL   = "http://localhost:8080/"
+	defaultReconcileSpec = "@hourly"
+)
 
-// Plan is a Marquee plan: its price per service day in Sparks.
-type Plan struct {
-	DailySparks int64 `mapstructure:"daily_sparks"`
-}
+// SKU and Plan are the catalogue entries of billing.yaml: the types of the
+// domains that use them (fulfillment sells SKUs, enforcer prices Marquees
+// by plan), named here so that configuration code can say config.SKU.
+type (
+	SKU  = fulfillment.SKU
+	Plan = enforcer.Plan
+)
 
 // Config is the validated configuration of every billing command.
 type Config struct {
@@ -75,15 +96,41 @@ type Config struct {
 	// service day once now is that close to midnight, so that a Marquee
 	// whose owner has the Sparks never answers 402 between midnight and the
 	// first sweep of the new day. 0 (the default) funds each day once it has
-	// begun, as DESIGN.md describes.
+	// begun, as docs/contract.md describes.
 	FundAhead time.Duration
 	// JobTimeout bounds one run of a job; RescueAfter is when River's
 	// rescuer retries a job left running by a killed worker. Every money job
 	// is idempotent, so rescuing early is safe and keeps recovery fast.
 	JobTimeout  time.Duration
 	RescueAfter time.Duration
-	SKUs        map[string]SKU
-	Plans       map[string]Plan
+	// BatchComplete is how a group-committed batch of fund_day jobs is
+	// completed: pilot (one statement, River's unstable pilot API; the
+	// default) or per_job (river.JobCompleteTx per job, the fallback if a
+	// River upgrade breaks the pilot's contract test).
+	BatchComplete rivercomplete.Mode
+	SKUs          map[string]SKU
+	Plans         map[string]Plan
+	// Provider API credentials and endpoints. A provider without a key
+	// cannot be chosen for a checkout, nor reconciled.
+	StripeSecretKey string
+	StripeAPIURL    string
+	PaddleAPIKey    string
+	PaddleAPIURL    string // from paddle_environment: sandbox, production or a URL
+	CreemAPIKey     string
+	CreemAPIURL     string
+	// Where the provider's hosted checkout sends the customer afterwards.
+	CheckoutSuccessURL string
+	CheckoutCancelURL  string
+	// ReconcileSchedule is when the leader lists recent provider events to
+	// recover lost webhooks (default hourly).
+	ReconcileSpec     string
+	ReconcileSchedule cron.Schedule
+	// DevCheckoutURL is set by `billing dev` only (no key, no variable):
+	// the base URL at which a provider without an API key gets a local,
+	// simulated hosted checkout page instead of answering 422.
+	DevCheckoutURL string
+	// RateLimit bounds each player's requests to the API (BILLING_RATE_LIMIT).
+	RateLimit RateLimit
 }
 
 // Error is a configuration error naming the key at fault.
@@ -101,17 +148,24 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrMissing is wrapped by an *Error for a required key that has no value.
 var ErrMissing = errors.New("is required")
 
-// DefaultSKUs and DefaultPlans apply when billing.yaml does not define any.
-func DefaultSKUs() map[string]SKU {
-	return map[string]SKU{
-		"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
-		"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
-	}
-}
+// DefaultSKUs is fulfillment's built-in catalogue.
+func DefaultSKUs() map[string]SKU { return fulfillment.DefaultSKUs() }
 
-// DefaultPlans is the built-in plan catalogue.
-func DefaultPlans() map[string]Plan {
-	return map[string]Plan{"standard": {DailySparks: 100}}
+// DefaultPlans is enforcer's built-in plan catalogue.
+func DefaultPlans() map[string]Plan { return enforcer.DefaultPlans() }
+
+// Default is the configuration of the built-in defaults alone (no file, no
+// environment, no database URL): what a caller given no configuration
+// uses, so that every default lives here once.
+func Default() *Config {
+	v := viper.New()
+	setDefaults(v)
+	c, err := decode(v, Options{})
+	if err != nil {
+		// The defaults are constants that TestDefault decodes: unreachable.
+		panic(fmt.Sprintf("config: built-in defaults do not decode: %v", err))
+	}
+	return c
 }
 
 // BindFlags declares the flags shared by every command on fs.
@@ -173,6 +227,14 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyJobTimeout, "1m")
 	v.SetDefault(KeyRescueAfter, "5m")
 	v.SetDefault(KeyFundAhead, "0s")
+	v.SetDefault(KeyBatchComplete, string(rivercomplete.ModePilot))
+	v.SetDefault(KeyStripeAPIURL, DefaultStripeAPIURL)
+	v.SetDefault(KeyPaddleEnvironment, "production")
+	v.SetDefault(KeyCreemAPIURL, DefaultCreemAPIURL)
+	v.SetDefault(KeyCheckoutSuccessURL, DefaultCheckoutURL)
+	v.SetDefault(KeyCheckoutCancelURL, DefaultCheckoutURL)
+	v.SetDefault(KeyReconcileSchedule, defaultReconcileSpec)
+	v.SetDefault(KeyRateLimit, DefaultRateLimit)
 }
 
 var envKeys = []string{
@@ -180,6 +242,10 @@ var envKeys = []string{
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
+	KeyBatchComplete,
+	KeyStripeSecretKey, KeyStripeAPIURL, KeyPaddleAPIKey, KeyPaddleEnvironment, KeyCreemAPIKey, KeyCreemAPIURL,
+	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule,
+	KeyRateLimit,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -210,6 +276,11 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 		RiverUIUser:     v.GetString(KeyRiverUIUser),
 		RiverUIPassword: v.GetString(KeyRiverUIPassword),
 		LogFormat:       strings.ToLower(strings.TrimSpace(v.GetString(KeyLogFormat))),
+		StripeSecretKey: strings.TrimSpace(v.GetString(KeyStripeSecretKey)),
+		StripeAPIURL:    strings.TrimSpace(v.GetString(KeyStripeAPIURL)),
+	}
+	if u, err := url.Parse(c.StripeAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &Error{Key: KeyStripeAPIURL, Err: fmt.Errorf("want an http(s) URL, got %q", c.StripeAPIURL)}
 	}
 	if err := c.validateDatabase(opts.RequireDatabase); err != nil {
 		return nil, err
@@ -245,6 +316,9 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	if c.FundAhead, err = time.ParseDuration(v.GetString(KeyFundAhead)); err != nil || c.FundAhead < 0 || c.FundAhead > 12*time.Hour {
 		return nil, &Error{Key: KeyFundAhead, Err: fmt.Errorf("want a duration from 0s (off) to 12h such as 15m, got %q", v.GetString(KeyFundAhead))}
 	}
+	if c.BatchComplete, err = rivercomplete.ParseMode(strings.TrimSpace(v.GetString(KeyBatchComplete))); err != nil {
+		return nil, &Error{Key: KeyBatchComplete, Err: err}
+	}
 	if c.RescueAfter < c.JobTimeout {
 		return nil, &Error{Key: KeyRescueAfter, Err: fmt.Errorf("must be at least job_timeout (%v)", c.JobTimeout)}
 	}
@@ -259,7 +333,58 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	if err := c.decodeCatalogue(v); err != nil {
 		return nil, err
 	}
+	if err := c.decodeProviders(v); err != nil {
+		return nil, err
+	}
+	if c.RateLimit, err = ParseRateLimit(v.GetString(KeyRateLimit)); err != nil {
+		return nil, &Error{Key: KeyRateLimit, Err: err}
+	}
 	return c, nil
+}
+
+// decodeProviders reads the provider API settings and the reconciliation
+// schedule.
+func (c *Config) decodeProviders(v *viper.Viper) error {
+	c.StripeSecretKey = strings.TrimSpace(v.GetString(KeyStripeSecretKey))
+	c.PaddleAPIKey = strings.TrimSpace(v.GetString(KeyPaddleAPIKey))
+	c.CreemAPIKey = strings.TrimSpace(v.GetString(KeyCreemAPIKey))
+	urls := []struct {
+		key string
+		dst *string
+		val string
+	}{
+		{KeyStripeAPIURL, &c.StripeAPIURL, v.GetString(KeyStripeAPIURL)},
+		{KeyPaddleEnvironment, &c.PaddleAPIURL, paddleURL(v.GetString(KeyPaddleEnvironment))},
+		{KeyCreemAPIURL, &c.CreemAPIURL, v.GetString(KeyCreemAPIURL)},
+		{KeyCheckoutSuccessURL, &c.CheckoutSuccessURL, v.GetString(KeyCheckoutSuccessURL)},
+		{KeyCheckoutCancelURL, &c.CheckoutCancelURL, v.GetString(KeyCheckoutCancelURL)},
+	}
+	for _, u := range urls {
+		val := strings.TrimRight(strings.TrimSpace(u.val), "/")
+		if p, err := url.Parse(val); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return &Error{Key: u.key, Err: fmt.Errorf("want an http(s) URL, got %q", u.val)}
+		}
+		*u.dst = val
+	}
+	c.ReconcileSpec = strings.TrimSpace(v.GetString(KeyReconcileSchedule))
+	sched, err := ParseSchedule(c.ReconcileSpec)
+	if err != nil {
+		return &Error{Key: KeyReconcileSchedule, Err: err}
+	}
+	c.ReconcileSchedule = sched
+	return nil
+}
+
+// paddleURL maps paddle_environment (sandbox, production, or a base URL for
+// tests) to Paddle's API base URL.
+func paddleURL(env string) string {
+	switch strings.ToLower(strings.TrimSpace(env)) {
+	case "sandbox":
+		return PaddleSandboxURL
+	case "production", "":
+		return PaddleProductionURL
+	}
+	return env
 }
 
 func (c *Config) validateDatabase(required bool) error {

@@ -3,12 +3,16 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 )
 
 func TestLoadValidation(t *testing.T) {
@@ -39,6 +43,8 @@ func TestLoadValidation(t *testing.T) {
 		{name: "fund ahead ok", env: map[string]string{"BILLING_FUND_AHEAD": "15m"}},
 		{name: "negative fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "-5m"}, wantKey: config.KeyFundAhead},
 		{name: "fund ahead over 12h", env: map[string]string{"BILLING_FUND_AHEAD": "13h"}, wantKey: config.KeyFundAhead},
+		{name: "stripe api url ok", env: map[string]string{"BILLING_STRIPE_API_URL": "http://127.0.0.1:12111", "BILLING_STRIPE_SECRET_KEY": "sk_test_x"}},
+		{name: "stripe api url not a url", env: map[string]string{"BILLING_STRIPE_API_URL": "stripe"}, wantKey: config.KeyStripeAPIURL},
 		{name: "unparsable fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "soon"}, wantKey: config.KeyFundAhead},
 		{name: "rescue before timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "1m", "BILLING_RESCUE_STUCK_JOBS_AFTER": "10s"}, wantKey: config.KeyRescueAfter},
 	}
@@ -75,6 +81,35 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
 	require.Equal(t, config.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])
 	require.EqualValues(t, 100, c.Plans["standard"].DailySparks)
+	require.Empty(t, c.StripeSecretKey, "no Stripe API calls without a key")
+	require.Equal(t, "https://api.stripe.com", c.StripeAPIURL)
+}
+
+// TestDefault: config.Default is what Load gives with no file and no
+// environment, so a caller without configuration gets the same defaults.
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	loaded, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	def := config.Default()
+	require.Equal(t, loaded.EnforcerSpec, def.EnforcerSpec)
+	def.EnforcerSchedule, loaded.EnforcerSchedule = nil, nil // funcs of equal specs
+	require.Equal(t, loaded, def)
+	require.Equal(t, rivercomplete.ModePilot, def.BatchComplete)
+	require.Equal(t, fulfillment.DefaultSKUs(), def.SKUs)
+	require.Equal(t, enforcer.DefaultPlans(), def.Plans)
+}
+
+func TestBatchComplete(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_BATCH_COMPLETE": "per_job"}})
+	require.NoError(t, err)
+	require.Equal(t, rivercomplete.ModePerJob, c.BatchComplete)
+	_, err = config.Load(nil, config.Options{Env: map[string]string{"BILLING_BATCH_COMPLETE": "each"}})
+	var cerr *config.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, config.KeyBatchComplete, cerr.Key)
+	require.ErrorIs(t, err, rivercomplete.ErrMode)
 }
 
 func TestFileAndPrecedence(t *testing.T) {
@@ -110,4 +145,49 @@ plans:
 	_, err = config.LoadFile(filepath.Join(t.TempDir(), "missing.yaml"), config.Options{Env: map[string]string{}})
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, "config", cerr.Key)
+}
+
+func TestProviderSettings(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultStripeAPIURL, c.StripeAPIURL)
+	require.Equal(t, config.PaddleProductionURL, c.PaddleAPIURL)
+	require.Equal(t, config.DefaultCreemAPIURL, c.CreemAPIURL)
+	require.Empty(t, c.StripeSecretKey)
+	require.Equal(t, "@hourly", c.ReconcileSpec)
+	require.NotNil(t, c.ReconcileSchedule)
+
+	c, err = config.Load(nil, config.Options{Env: map[string]string{
+		"BILLING_STRIPE_SECRET_KEY": " sk_test_1 ", "BILLING_STRIPE_API_URL": "http://127.0.0.1:12111/",
+		"BILLING_PADDLE_API_KEY": "pdl", "BILLING_PADDLE_ENVIRONMENT": "sandbox",
+		"BILLING_CREEM_API_KEY": "creem", "BILLING_CHECKOUT_SUCCESS_URL": "https://shop.test/ok",
+		"BILLING_RECONCILE_SCHEDULE": "@every 10m",
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "sk_test_1", c.StripeSecretKey)
+	require.Equal(t, "http://127.0.0.1:12111", c.StripeAPIURL)
+	require.Equal(t, config.PaddleSandboxURL, c.PaddleAPIURL)
+	require.Equal(t, "https://shop.test/ok", c.CheckoutSuccessURL)
+	require.Equal(t, "@every 10m", c.ReconcileSpec)
+
+	for key, val := range map[string]string{
+		config.KeyStripeAPIURL: "ftp://x", config.KeyPaddleEnvironment: "staging", config.KeyCreemAPIURL: "not a url",
+		config.KeyCheckoutCancelURL: "/relative", config.KeyReconcileSchedule: "hourly",
+	} {
+		_, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_" + strings.ToUpper(key): val}})
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce, key)
+		require.Equal(t, key, ce.Key)
+	}
+}
+
+func TestSKUProviderIDs(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "billing.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("skus:\n  mana_1000: {amount: 999, currency: USD, mana: 1000, name: Starter, creem_product_id: prod_1, paddle_price_id: pri_1}\n"), 0o644))
+	c, err := config.LoadFile(path, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
+		PaddlePriceID: "pri_1"}, c.SKUs["mana_1000"])
 }

@@ -56,4 +56,7 @@ func TestChaos(t *testing.T) {
 	require.Positive(t, rep.BackendKills)
 	require.Positive(t, rep.Fulfilled)
 	require.Positive(t, rep.ProxyDropped, "the proxy must have dropped committed responses")
+	require.Equal(t, 1, rep.ProviderOutages)
+	require.Positive(t, rep.ProviderRefused, "checkouts met the provider outage")
+	require.Positive(t, rep.LostWebhooks, "some payments relied on reconciliation")
 }

@@ -9,18 +9,34 @@ import (
 	"time"
 )
 
+// churnWindow is how long a job the system enqueues by itself after the
+// load (a periodic enforcer sweep every 2s, the fund_day jobs a sweep
+// enqueues for Marquees whose owners lack the Sparks, the key reaper) may
+// wait unworked and still count as fresh churn rather than work left
+// undone: two and a half enforcer periods.
+const churnWindow = 5 * time.Second
+
+// pendingSQL counts (or lists) jobs that are work left undone at time $2:
+// every job in the given states except fresh churn, a job created after the
+// load ended ($1) and less than churnWindow before $2 that is still in one
+// of the churn states ($4). A job the workload caused is never churn.
+const pendingSQL = `FROM river_job WHERE state = ANY($3::river_job_state[])
+	AND NOT (created_at >= $1 AND created_at > $2::timestamptz - make_interval(secs => $5) AND state = ANY($4::river_job_state[]))`
+
 // settle waits until River has nothing left to do: no job available,
-// running or retryable, seen twice in a row (a periodic sweep may flash by),
-// and a few enforcer ticks have passed so top-ups are funded. It reports
-// whether that happened within the settle window.
+// running or retryable but fresh churn (a periodic sweep may flash by),
+// seen three times in a row, and a few enforcer ticks have passed so
+// top-ups are funded. It reports whether that happened within the settle
+// window.
 func (r *Run) settle(ctx context.Context) bool {
 	deadline := time.Now().Add(r.opts.Settle)
 	time.Sleep(5 * time.Second) // at least two sweeps after the last top-up
 	quiet := 0
 	for time.Now().Before(deadline) {
 		var busy int
-		err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state IN ('available','running','retryable')`).Scan(&busy)
-		if err == nil && busy == 0 {
+		err := r.pool.QueryRow(ctx, `SELECT count(*) `+pendingSQL, r.loadEnd, time.Now(),
+			[]string{"available", "running", "retryable"}, []string{"available", "running"}, churnWindow.Seconds()).Scan(&busy)
+		if err == nil && busy == 0 && r.lostRecovered(ctx) {
 			quiet++
 			if quiet >= 3 {
 				return true
@@ -33,12 +49,37 @@ func (r *Run) settle(ctx context.Context) bool {
 	return false
 }
 
+// lostRecovered reports whether reconciliation has claimed every payment
+// whose webhook was lost.
+func (r *Run) lostRecovered(ctx context.Context) bool {
+	var lost []string
+	r.model.with(func() { lost = append(lost, r.model.lostHooks...) })
+	var n int
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1)`, lost).Scan(&n)
+	return err == nil && n == len(lost)
+}
+
+// freeze stops the workers gracefully (running jobs finish) so the checks
+// judge a state nothing changes any more, and records when: jobs the
+// leader's periodic schedule enqueued just before are left available.
+func (r *Run) freeze(ctx context.Context) error {
+	for _, w := range r.workers {
+		if w.Running() {
+			if err := w.Stop(30 * time.Second); err != nil {
+				r.logf("freeze: stop %s: %v", w.Name, err)
+			}
+		}
+	}
+	return r.pool.QueryRow(ctx, `SELECT now()`).Scan(&r.frozenAt)
+}
+
 // check compares the database with the model and the invariants.
 func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
 	rep := r.newReport()
-	rep.check("river settled (nothing available/running/retryable)", settled, "")
+	rep.check("river settled (nothing available/running/retryable but fresh periodic churn)", settled, "")
 	checks := []func(context.Context, *Report) error{
-		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify,
+		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify, r.checkMoneyBack,
+		r.checkCheckouts,
 	}
 	for _, c := range checks {
 		if err := c(ctx, rep); err != nil {
@@ -95,6 +136,27 @@ func (r *Run) checkOrders(ctx context.Context, rep *Report) error {
 	}
 	rep.Orders, rep.Fulfilled, rep.Rejected = len(r.model.orders), fulfilled, rejected
 	rep.check("every paid order fulfilled once with its snapshot Mana; mispaid ones minted nothing", len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	return nil
+}
+
+// checkCheckouts: every checkout the API acknowledged (201) carries its
+// one provider checkout, provider outage or not.
+func (r *Run) checkCheckouts(ctx context.Context, rep *Report) error {
+	var ids []int64
+	r.model.with(func() {
+		for id := range r.model.orders {
+			ids = append(ids, id)
+		}
+	})
+	var missing int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = ANY($1) AND checkout_url IS NULL`,
+		ids).Scan(&missing); err != nil {
+		return err
+	}
+	rep.check("every acknowledged checkout has its provider checkout URL", missing == 0,
+		fmt.Sprintf("%d acknowledged orders without one", missing))
+	rep.check(fmt.Sprintf("every payment whose webhook was lost was recovered by reconciliation (%d)", rep.LostWebhooks),
+		r.lostRecovered(ctx), "")
 	return nil
 }
 
@@ -168,9 +230,14 @@ func (r *Run) checkFunding(ctx context.Context, rep *Report) error {
 	return rows.Err()
 }
 
+// checkJobs runs on the frozen state (workers stopped): no job is left
+// running, retryable or discarded, and none available but fresh churn the
+// periodic schedule enqueued after the load, shortly before the freeze.
+// Every job the workload caused was finalized.
 func (r *Run) checkJobs(ctx context.Context, rep *Report) error {
+	args := []any{r.loadEnd, r.frozenAt, []string{"available", "running", "retryable", "discarded"}, []string{"available"}, churnWindow.Seconds()}
 	rows, err := r.pool.Query(ctx, `SELECT id, kind, state::text, coalesce(errors[array_length(errors, 1)]->>'error', '')
-		FROM river_job WHERE state IN ('available','running','retryable','discarded') ORDER BY id LIMIT 20`)
+		`+pendingSQL+` ORDER BY id LIMIT 20`, args...)
 	if err != nil {
 		return err
 	}
@@ -184,8 +251,18 @@ func (r *Run) checkJobs(ctx context.Context, rep *Report) error {
 		}
 		left = append(left, fmt.Sprintf("job %d %s %s %s", id, kind, state, lastErr))
 	}
-	rep.check("no River job left available/running/retryable or discarded", len(left) == 0, strings.Join(left, "; "))
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var churn int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available'
+		AND created_at >= $1 AND created_at > $2::timestamptz - make_interval(secs => $3)`,
+		r.loadEnd, r.frozenAt, churnWindow.Seconds()).Scan(&churn); err != nil {
+		return err
+	}
+	rep.check(fmt.Sprintf("no River job left available/running/retryable or discarded (%d fresh periodic churn)", churn),
+		len(left) == 0, strings.Join(left, "; "))
+	return nil
 }
 
 func (r *Run) checkLedgerVerify(ctx context.Context, rep *Report) error {

@@ -9,13 +9,14 @@ import (
 
 // injectFaults kills a random worker with SIGKILL every WorkerKillEvery
 // (jittered) and restarts it a moment later; one third of the way in it
-// kills a web process, and halfway it restarts PostgreSQL with
-// `pg_ctl restart -m fast`. Everything must reconnect by itself.
+// kills a web process, halfway it restarts PostgreSQL with
+// `pg_ctl restart -m fast`, and at 60% the payment providers go down for
+// ProviderDownFor. Everything must reconnect by itself.
 func (r *Run) injectFaults(ctx context.Context) {
 	go r.terminateBackends(ctx)
 	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 0xfa17))
 	start := time.Now()
-	webKilled, pgRestarted := false, false
+	webKilled, pgRestarted, providersDown := false, false, false
 	next := r.jitter(rng)
 	for {
 		select {
@@ -35,6 +36,10 @@ func (r *Run) injectFaults(ctx context.Context) {
 			pgRestarted = true
 			r.restartPostgres()
 		}
+		if !providersDown && elapsed > r.opts.Duration*3/5 {
+			providersDown = true
+			go r.providerOutage(ctx)
+		}
 		if elapsed >= next {
 			next = elapsed + r.jitter(rng)
 			r.killAndRestart(ctx, pick(rng, r.workers), time.Duration(200+rng.IntN(800))*time.Millisecond)
@@ -48,6 +53,20 @@ func (r *Run) injectFaults(ctx context.Context) {
 func (r *Run) jitter(rng *rand.Rand) time.Duration {
 	base := r.opts.WorkerKillEvery
 	return base/2 + time.Duration(rng.Int64N(int64(base)))
+}
+
+// providerOutage takes every payment provider's API down for
+// ProviderDownFor: checkouts then answer 503 with Retry-After and the SDK
+// retries them with the same key.
+func (r *Run) providerOutage(ctx context.Context) {
+	r.logf("fault: payment providers down for %v", r.opts.ProviderDownFor)
+	r.providers.SetDown(true)
+	sleepCtx(context.WithoutCancel(ctx), r.opts.ProviderDownFor)
+	r.providers.SetDown(false)
+	r.faults.mu.Lock()
+	r.faults.providerOutages++
+	r.faults.mu.Unlock()
+	r.logf("payment providers back")
 }
 
 // killAndRestart SIGKILLs p and starts it again after down.
@@ -82,7 +101,7 @@ func (r *Run) restartPostgres() {
 // under test every few hundred milliseconds (pg_terminate_backend): a
 // statement or transaction dies mid-flight wherever it is, in intake, the
 // API or a worker, which is what exposes work that is not atomic (say, a
-// webhook claim committed before its fulfilment job is enqueued). The
+// webhook claim committed before its fulfillment job is enqueued). The
 // harness's own sessions are spared.
 func (r *Run) terminateBackends(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 0xdead))

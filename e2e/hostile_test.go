@@ -25,11 +25,14 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
-	"github.com/fibe-dev/billing/webhook"
 )
 
 // TestHostileRequests sends a table of hostile requests to the real handler
@@ -52,9 +55,7 @@ func TestHostileRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { h.run(t, c) })
 	}
 	require.Equal(t, initial, h.balances(t), "no balance moved")
-	rep, err := wallet.Audit(context.Background(), h.pool, wallet.AuditOptions{})
-	require.NoError(t, err)
-	require.True(t, rep.Clean(), rep.String())
+	audittest.RequireClean(t, h.pool, audit.Options{})
 	require.Empty(t, h.errs.all(), "nothing logged at error level")
 }
 
@@ -111,6 +112,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(),
 		Plans: config.DefaultPlans(), StripeSecrets: []string{hostileSecret},
 		PaddleSecrets: []string{hostileSecret}, CreemSecrets: []string{hostileSecret}}
+	fakeProviders(t, cfg)
 	// Noon of today's service day, fixed: the Marquees stay funded for the
 	// whole test and signed webhooks stay within their tolerance.
 	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
@@ -121,7 +123,9 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	s, err := httpapi.New(httpapi.Options{Pool: pool, River: river, Config: cfg, Logger: slog.New(errs),
 		Gatherer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
 	require.NoError(t, err)
-	srv := httptest.NewServer(s)
+	srv := httptest.NewUnstartedServer(s)
+	srv.Listener = httpapi.ProblemListener(srv.Listener) // as `billing web` serves
+	srv.Start()
 	t.Cleanup(srv.Close)
 	h := &hostileEnv{pool: pool, srv: srv, now: now, errs: errs, client: &http.Client{
 		Timeout:       time.Minute,
@@ -132,11 +136,11 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	h.alice = h.newActor(t, "alice", wallets, funder)
 	h.bob = h.newActor(t, "bob", wallets, funder)
 
-	// alice's order is paid: its event is claimed and its fulfilment queued
+	// alice's order is paid: its event is claimed and its fulfillment queued
 	// (no worker runs, so it stays queued).
 	orderID, err := strconv.ParseInt(h.alice.order, 10, 64)
 	require.NoError(t, err)
-	h.paidEvent = webhook.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
+	h.paidEvent = devwebhook.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
 	r := h.send(t, h.signed("stripe", h.paidEvent))
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
 	require.Empty(t, errs.all())
@@ -144,6 +148,20 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 }
 
 func (h *hostileEnv) clock() time.Time { return h.now }
+
+// fakeProviders points cfg's checkouts at a recording provider fake.
+func fakeProviders(t *testing.T, cfg *config.Config) {
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	cfg.StripeSecretKey, cfg.StripeAPIURL = "sk_test_hostile", fake.URL
+	cfg.PaddleAPIKey, cfg.PaddleAPIURL = "pdl_hostile", fake.URL
+	cfg.CreemAPIKey, cfg.CreemAPIURL = "creem_hostile", fake.URL
+	for name, sku := range cfg.SKUs {
+		sku.CreemProductID = "prod_" + name
+		cfg.SKUs[name] = sku
+		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+	}
+}
 
 func (h *hostileEnv) newActor(t *testing.T, name string, wallets *wallet.Store, funder *enforcer.Service) hostileActor {
 	t.Helper()
@@ -198,8 +216,7 @@ type hostileCase struct {
 	name   string
 	req    hostileReq
 	status int
-	// code is the problem+json code wanted; "" for answers Go's server
-	// gives before any handler runs (431, a malformed header).
+	// code is the problem+json code wanted; "" to check only the status.
 	code string
 	// legit explains why an otherwise valid request may succeed; effect
 	// names the rows it may add (every other table must be unchanged);
@@ -341,7 +358,7 @@ func (h *hostileEnv) rawPost(path, body string, headers ...string) string {
 
 // signed is a webhook delivery of body, correctly signed for provider.
 func (h *hostileEnv) signed(provider string, body []byte) hostileReq {
-	name, value, err := webhook.Sign(provider, hostileSecret, body, h.now)
+	name, value, err := devwebhook.Sign(provider, hostileSecret, body, h.now)
 	if err != nil {
 		panic(err)
 	}
@@ -427,8 +444,9 @@ func (h *hostileEnv) cases() []hostileCase {
 
 	// --- Huge headers. Go's server reads up to http.DefaultMaxHeaderBytes
 	// (1 MiB, plus 4 KiB slack; neither `billing web` nor httptest lowers
-	// it) and answers 431 beyond, before any handler runs. Below that, a
-	// 100 KB value reaches whoever reads it, which must refuse it.
+	// it) and answers 431 beyond, before any handler runs (a problem all
+	// the same: httpapi.ProblemListener). Below that, the API refuses a
+	// header block over 64 KiB with a 431 problem before any route sees it.
 	big := strings.Repeat("k", 100<<10)
 	filler := make([]string, 20_000) // 1.5 MB of small headers
 	for i := range filler {
@@ -436,24 +454,27 @@ func (h *hostileEnv) cases() []hostileCase {
 	}
 	add(
 		hostileCase{name: "headers/100KB Authorization", req: withHeader(conv(`{"mana":1}`), "Authorization", "Bearer bk_"+big),
-			status: 401, code: httpapi.CodeUnauthorized},
+			status: 431, code: httpapi.CodeHeadersTooLarge},
 		hostileCase{name: "headers/100KB Idempotency-Key", req: withKeys(conv(`{"mana":1}`), big),
-			status: 400, code: httpapi.CodeIdempotencyKeyInvalid},
-		hostileCase{name: "headers/2MB header value", status: 431,
+			status: 431, code: httpapi.CodeHeadersTooLarge},
+		hostileCase{name: "headers/100KB webhook signature", status: 431, code: httpapi.CodeHeadersTooLarge,
+			req: hostileReq{method: http.MethodPost, path: "/webhooks/stripe", body: h.paidEvent,
+				header: map[string]string{"Stripe-Signature": "t=1,v1=" + big}}},
+		hostileCase{name: "headers/2MB header value", status: 431, code: httpapi.CodeHeadersTooLarge,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, "X-Filler: "+strings.Repeat("x", 2<<20))}},
-		hostileCase{name: "headers/20000 headers", status: 431,
+		hostileCase{name: "headers/20000 headers", status: 431, code: httpapi.CodeHeadersTooLarge,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, filler...)}},
-		hostileCase{name: "headers/2MB webhook signature", status: 431,
+		hostileCase{name: "headers/2MB webhook signature", status: 431, code: httpapi.CodeHeadersTooLarge,
 			req: hostileReq{raw: "POST /webhooks/stripe HTTP/1.1\r\nHost: billing\r\nStripe-Signature: t=1,v1=" +
 				strings.Repeat("0", 2<<20) + "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"}},
 	)
 	// Bytes Go's client refuses to send; Go's server refuses them too.
 	add(
-		hostileCase{name: "headers/NUL in Idempotency-Key", status: 400,
+		hostileCase{name: "headers/NUL in Idempotency-Key", status: 400, code: httpapi.CodeInvalidRequest,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, "Idempotency-Key: k\x00k")}},
-		hostileCase{name: "headers/NUL in Authorization", status: 400,
+		hostileCase{name: "headers/NUL in Authorization", status: 400, code: httpapi.CodeInvalidRequest,
 			req: hostileReq{raw: strings.Replace(h.rawPost("/v1/conversions", `{"mana":1}`), "Bearer ", "Bearer \x00", 1)}},
-		hostileCase{name: "headers/CR in Idempotency-Key", status: 400,
+		hostileCase{name: "headers/CR in Idempotency-Key", status: 400, code: httpapi.CodeInvalidRequest,
 			req: hostileReq{raw: h.rawPost("/v1/conversions", `{"mana":1}`, "Idempotency-Key: k\rX-Injected: 1")}},
 	)
 
@@ -487,10 +508,10 @@ func (h *hostileEnv) cases() []hostileCase {
 	add(hostileCase{name: "idempotency-key/reused with another body", req: withKeys(conv(`{"mana":5}`), "setup-conversion"),
 		status: 422, code: httpapi.CodeIdempotencyKeyReused})
 	// A valid key on a refused request: the 400 is cached like any 4xx
-	// (DESIGN.md), so the one effect is the key row, and a retry replays it.
+	// (docs/contract.md), so the one effect is the key row, and a retry replays it.
 	add(hostileCase{name: "idempotency-key/valid key, bad body: the 400 is cached", req: withKeys(conv(`{"mana":-1}`), "k-bad-body"),
 		status: 400, code: httpapi.CodeInvalidAmount,
-		legit:  "DESIGN.md: a completed key replays its stored answer, 4xx included",
+		legit:  "docs/contract.md: a completed key replays its stored answer, 4xx included",
 		effect: map[string]int{"idempotency_keys": 1},
 		check: func(t *testing.T, h *hostileEnv, r hostileReply) {
 			again := h.send(t, withKeys(conv(`{"mana":-1}`), "k-bad-body"))
@@ -523,15 +544,16 @@ func (h *hostileEnv) cases() []hostileCase {
 		add(hostileCase{name: "utf8/unsigned webhook " + p, status: 400, code: "missing_signature",
 			req: hostileReq{method: http.MethodPost, path: "/webhooks/" + p, body: []byte("{\"id\":\"evt_\xff\"}")}})
 	}
-	// A SIGNED delivery is the provider speaking, not an attacker: its raw
-	// bytes are kept verbatim (payload) and the event is acknowledged, as
-	// the webhook package documents (checkText); refusing it would make the
-	// provider redeliver for days and could strand a paid order.
-	{
-		body := []byte("{\"id\":\"evt_utf8_\xff\",\"type\":\"customer.created\"}")
-		add(hostileCase{name: "utf8/signed webhook event id", req: h.signed("stripe", body), status: 200,
-			legit: "signed by the provider; stored byte for byte", effect: map[string]int{"webhook_events": 1},
-			check: requireWebhookStored("stripe", "evt_utf8_\ufffd", body)})
+	// Even a SIGNED delivery that is not UTF-8 is refused, nothing stored:
+	// decoding would turn each invalid byte into U+FFFD, so "evt_\xff" and
+	// "evt_\xfe" would claim one id and the second event would never be
+	// fulfilled. Providers send JSON, which is UTF-8 (RFC 8259 8.1).
+	for _, p := range hostileProviders {
+		for _, id := range []string{"evt_utf8_\xff", "evt_utf8_\xfe"} {
+			body := bytes.Replace(eventWithID(p, "ID"), []byte("ID"), []byte(id), 1)
+			add(hostileCase{name: fmt.Sprintf("utf8/signed webhook %s event id %q", p, id), req: h.signed(p, body),
+				status: 400, code: "malformed_payload"})
+		}
 	}
 
 	// --- 10 MB bodies on every POST route: each body is valid JSON that
@@ -550,7 +572,7 @@ func (h *hostileEnv) cases() []hostileCase {
 	orderID, _ := strconv.ParseInt(h.alice.order, 10, 64)
 	for _, p := range hostileProviders {
 		// A correctly signed paid event for alice's order, padded to 10 MB.
-		body := padded(string(webhook.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
+		body := padded(string(devwebhook.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
 		add(hostileCase{name: "10MB/webhook " + p + " signed", req: h.signed(p, body), status: 413, code: "payload_too_large"})
 		q := h.signed(p, body)
 		q.chunked = true
@@ -729,15 +751,59 @@ func (h *hostileEnv) cases() []hostileCase {
 
 	// --- A duplicate delivery is answered like the first, with no effect.
 	add(hostileCase{name: "webhook/duplicate delivery", req: h.signed("stripe", h.paidEvent), status: 200,
-		legit: "DESIGN.md: a duplicate is answered 2xx like the first delivery, with no effect"})
+		legit: "docs/contract.md: a duplicate is answered 2xx like the first delivery, with no effect"})
 	// Wrong and stale signatures.
 	{
 		q := h.signed("stripe", h.paidEvent)
 		q.body = bytes.Replace(h.paidEvent, []byte(`"amount_total":999`), []byte(`"amount_total":999999`), 1)
 		add(hostileCase{name: "webhook/tampered body", req: q, status: 400, code: "bad_signature"})
-		name, value, _ := webhook.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
+		name, value, _ := devwebhook.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
 		add(hostileCase{name: "webhook/stale signature", status: 400, code: "stale_signature",
 			req: hostileReq{method: http.MethodPost, path: "/webhooks/paddle", body: h.paidEvent, header: map[string]string{name: value}}})
+	}
+	return append(cs, h.strictCases()...)
+}
+
+// strictCases are requests a lenient server would read differently from a
+// proxy in front of it, or read at all: duplicate and case-variant JSON
+// names, non-JSON content types, non-canonical ids and paths, and names
+// with invisible or direction-changing characters.
+func (h *hostileEnv) strictCases() []hostileCase {
+	var cs []hostileCase
+	a := h.alice
+	for _, rt := range h.postRoutes() {
+		cs = append(cs, hostileCase{name: "content-type/text/plain " + rt.name, status: 415, code: httpapi.CodeUnsupportedMediaType,
+			req: hostileReq{method: http.MethodPost, path: rt.path, as: a, body: []byte(rt.body),
+				header: map[string]string{"Content-Type": "text/plain"}, keys: []string{"ct-" + rt.name}}})
+		cs = append(cs, hostileCase{name: "content-type/form " + rt.name, status: 415, code: httpapi.CodeUnsupportedMediaType,
+			req: hostileReq{method: http.MethodPost, path: rt.path, as: a, body: []byte(rt.body),
+				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}})
+	}
+	for _, body := range []string{`{"mana":1,"mana":1000}`, `{"mana":1000,"mana":1}`, `{"MANA":3}`, `{"Mana":3}`, `{"mana":1,"Mana":3}`} {
+		cs = append(cs, hostileCase{name: "json names/" + body, req: post(a, "/v1/conversions", body), status: 400,
+			code: httpapi.CodeInvalidRequest})
+	}
+	cs = append(cs,
+		hostileCase{name: "json names/duplicate plan", req: post(a, "/v1/marquees", `{"name":"m","plan":"standard","plan":"big"}`),
+			status: 400, code: httpapi.CodeInvalidRequest},
+		hostileCase{name: "json names/Provider", req: post(a, "/v1/checkouts", `{"sku":"mana_1000","Provider":"stripe"}`),
+			status: 400, code: httpapi.CodeInvalidRequest},
+	)
+	for _, id := range []string{"0" + a.order, "+" + a.order, "%2B" + a.order, a.order + "%20"} {
+		cs = append(cs, hostileCase{name: "canonical id/order " + id, req: get(a, "/v1/orders/"+id), status: 404, code: httpapi.CodeNotFound})
+	}
+	for _, p := range []string{"/v1//wallets", "/v1/orders/../wallets", "/v1/./wallets", "//v1/conversions"} {
+		cs = append(cs, hostileCase{name: "path/" + p, req: get(a, p), status: 404, code: httpapi.CodeNotFound})
+	}
+	cs = append(cs, hostileCase{name: "path/POST with ..", req: post(a, "/v1/x/../conversions", `{"mana":1}`),
+		status: 404, code: httpapi.CodeNotFound})
+	for _, name := range []string{"a\u202eb", "a\u200bb", "a\u0085b", "a\u2028b"} {
+		cs = append(cs,
+			hostileCase{name: fmt.Sprintf("names/marquee %q", name), status: 400, code: "invalid_name",
+				req: post(a, "/v1/marquees", jsonOf(map[string]string{"name": name, "plan": "standard"}))},
+			hostileCase{name: fmt.Sprintf("names/playground %q", name), status: 400, code: "invalid_name",
+				req: post(a, "/v1/marquees/"+a.marquee+"/playgrounds", jsonOf(map[string]string{"name": name}))},
+		)
 	}
 	return cs
 }

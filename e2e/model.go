@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -12,6 +15,9 @@ type model struct {
 	mu      sync.Mutex
 	players map[int64]*playerModel
 	orders  map[int64]*orderModel
+	// lostHooks are the event ids of payments whose webhook was never sent:
+	// only reconciliation (listing the provider's events) can fulfil them.
+	lostHooks []string
 
 	// counters for the report
 	sdkCalls, sdkAcked, sdkRetried, sdkReplayed, sdkRefused, sdkUnknown atomic.Int64
@@ -43,6 +49,23 @@ type orderModel struct {
 	// paid: a completed-payment event was acknowledged by a web process;
 	// correct: its amount and currency matched the snapshot.
 	paid, correct bool
+	// The reverse path, each set once its event was acknowledged: a
+	// second, distinct payment (must be unapplied, minting nothing), the
+	// provider's refunded amount, a dispute (lost, or open with its funds
+	// withdrawn) of disputed.
+	doublePaid         bool
+	refunded, disputed int64
+}
+
+// wantClawback is the Mana the order's payment must have clawed back:
+// ceil(mana x min(paid, refunded + disputed) / paid), capped at mana; 0
+// when the payment minted nothing.
+func (o *orderModel) wantClawback() int64 {
+	lost := min(o.amount, o.refunded+o.disputed)
+	if !o.paid || !o.correct || lost <= 0 {
+		return 0
+	}
+	return min(o.mana, (o.mana*lost+o.amount-1)/o.amount)
 }
 
 func newModel() *model {
@@ -62,4 +85,40 @@ func (m *model) with(f func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f()
+}
+
+// checkMoneyBack compares each order's payments with the model: a double
+// payment is recorded unapplied and minted nothing, and the payment's
+// clawback is what its acknowledged refunds and disputes call for.
+func (r *Run) checkMoneyBack(ctx context.Context, rep *Report) error {
+	var bad []string
+	doubles, reversed := 0, 0
+	for id, om := range r.model.orders {
+		if !om.doublePaid && om.refunded == 0 && om.disputed == 0 {
+			continue
+		}
+		var unapplied, clawed int64
+		err := r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'applied'),
+			coalesce(sum(clawed_back_mana) FILTER (WHERE status = 'applied'), 0) FROM payments WHERE order_id = $1`, id).
+			Scan(&unapplied, &clawed)
+		if err != nil {
+			return err
+		}
+		if om.doublePaid {
+			doubles++
+			if unapplied != 1 {
+				bad = append(bad, fmt.Sprintf("order %d paid twice: %d unapplied payments", id, unapplied))
+			}
+		}
+		if om.refunded > 0 || om.disputed > 0 {
+			reversed++
+		}
+		if want := om.wantClawback(); clawed != want {
+			bad = append(bad, fmt.Sprintf("order %d: clawed back %d Mana, want %d (refunded %d, disputed %d of %d)",
+				id, clawed, want, om.refunded, om.disputed, om.amount))
+		}
+	}
+	rep.check(fmt.Sprintf("double payments unapplied, refunds and disputes clawed back once (%d doubles, %d reversed orders)",
+		doubles, reversed), len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	return nil
 }

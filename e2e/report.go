@@ -17,7 +17,12 @@ type Report struct {
 	ProxyForwarded, ProxyDropped                              int64
 	WorkerKills, WebKills, PGRestarts, BackendKills           int
 	Orders, Fulfilled, Rejected, MarqueesFunded               int
-	Checks                                                    []Check
+	// ProviderOutages and ProviderRefused: provider API outages injected,
+	// and provider calls refused (503) during them.
+	ProviderOutages, ProviderRefused int
+	// LostWebhooks: payments whose webhook was never sent.
+	LostWebhooks int
+	Checks       []Check
 }
 
 // Check is one verified property.
@@ -40,8 +45,15 @@ func (r *Run) newReport() *Report {
 		HookAttemptsFailed: m.hookAttemptsFailed.Load(),
 		ProxyForwarded:     r.proxy.forwarded.Load(), ProxyDropped: r.proxy.dropped.Load(),
 		WorkerKills: r.faults.workerKills, WebKills: r.faults.webKills, PGRestarts: r.faults.pgRestarts,
-		BackendKills: r.faults.backendKills,
+		BackendKills:    r.faults.backendKills,
+		ProviderOutages: r.faults.providerOutages, ProviderRefused: r.providers.Refused(),
+		LostWebhooks: lostHooks(m),
 	}
+}
+
+func lostHooks(m *model) (n int) {
+	m.with(func() { n = len(m.lostHooks) })
+	return n
 }
 
 func (rep *Report) check(name string, ok bool, detail string) {
@@ -75,6 +87,8 @@ func (rep *Report) Print(w io.Writer) {
 	row("Marquees funded", rep.MarqueesFunded)
 	row("kill -9: workers / web; PostgreSQL restarts", fmt.Sprintf("%d / %d; %d", rep.WorkerKills, rep.WebKills, rep.PGRestarts))
 	row("database sessions terminated mid-flight", rep.BackendKills)
+	row("payments whose webhook was lost", rep.LostWebhooks)
+	row("provider outages / provider calls refused", fmt.Sprintf("%d / %d", rep.ProviderOutages, rep.ProviderRefused))
 	for _, c := range rep.Checks {
 		mark := "ok  "
 		if !c.OK {

@@ -22,31 +22,23 @@ import (
 	"github.com/fibe-dev/billing/e2e"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/procs"
+	"github.com/fibe-dev/billing/internal/proctest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
 )
 
-// chromiumPath finds Debian's chromium; .ci/run installs it.
+// chromiumPath finds Debian's chromium (BILLING_CHROMIUM overrides it);
+// .ci/run installs it, and under CI a missing one fails the test.
 func chromiumPath(t *testing.T) string {
-	for _, p := range []string{os.Getenv("BILLING_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium not installed: .ci/run installs it with apt-get install -y chromium")
-	}
-	t.Skip("chromium not installed (apt-get install -y chromium)")
-	return ""
+	return proctest.RequireTool(t, "apt-get install -y chromium",
+		os.Getenv("BILLING_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser")
 }
 
 // TestRiverUIInBrowser drives the River UI served by a real `billing web`
 // in headless Chromium as an operator would: the job list shows fund_day and
-// fulfill_order jobs, a cancelled fulfilment (amount mismatch) shows its
+// fulfill_order jobs, a cancelled fulfillment (amount mismatch) shows its
 // error, and a retryable job is retried from the UI.
 func TestRiverUIInBrowser(t *testing.T) {
 	t.Parallel()
@@ -58,7 +50,7 @@ func TestRiverUIInBrowser(t *testing.T) {
 	defer pool.Close()
 	cancelledID, retryableID := seedJobs(t, ctx, pool)
 
-	port, err := pglocal.FreePort()
+	port, err := procs.FreePort()
 	require.NoError(t, err)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	web := startWeb(t, dbURL, port)
@@ -94,7 +86,7 @@ func TestRiverUIInBrowser(t *testing.T) {
 	require.Contains(t, listText, "fund_day")
 	screenshot(t, bctx, "riverui-jobs.png")
 
-	// The cancelled fulfilment shows why.
+	// The cancelled fulfillment shows why.
 	detail := pageText(t, bctx, fmt.Sprintf("%s/riverui/jobs/%d", base, cancelledID), "does not match the order")
 	require.Contains(t, detail, "fulfill_order")
 	screenshot(t, bctx, "riverui-cancelled-job.png")
@@ -133,8 +125,7 @@ func seedJobs(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (cancelled,
 	mismatch, err := insertOnly.Insert(ctx, fulfillment.FulfillOrderArgs{OrderID: order.ID, EventID: "evt_ui_1", Provider: "stripe",
 		PaidAmount: order.Amount + 1, PaidCurrency: order.Currency}, nil)
 	require.NoError(t, err)
-	workers, _, err := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg})
-	require.NoError(t, err)
+	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg})
 	worker, err := jobs.NewClient(pool, jobs.Options{Workers: workers,
 		Queues: map[string]river.QueueConfig{jobs.QueueFulfillment: {MaxWorkers: 1}}})
 	require.NoError(t, err)
@@ -168,20 +159,16 @@ func startWeb(t *testing.T, dbURL string, port int) *e2e.Proc {
 	web := e2e.NewProc("web", bin, []string{"BILLING_DATABASE_URL=" + dbURL, fmt.Sprintf("BILLING_HTTP_ADDR=127.0.0.1:%d", port),
 		"BILLING_RIVERUI_USER=ops", "BILLING_RIVERUI_PASSWORD=s3cret"}, logFile, "web")
 	require.NoError(t, web.Start())
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 30*time.Second, 50*time.Millisecond, "web healthy")
 	t.Cleanup(func() {
+		web.Kill()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("web log:\n%s", b)
 		}
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, procs.WaitHealthy(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), web.Proc))
 	return web
 }
 

@@ -12,12 +12,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/procs"
+	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/players"
 )
 
@@ -34,6 +38,10 @@ type Options struct {
 	// WorkerKillEvery is the mean interval between worker SIGKILLs.
 	WorkerKillEvery time.Duration
 	DropRate        float64 // share of SDK POST responses the proxy drops
+	// ProviderDownFor is how long every payment provider's API answers 503,
+	// from 60% of the way into the load (default: a quarter of Duration,
+	// at most a minute).
+	ProviderDownFor time.Duration
 	Out             io.Writer
 }
 
@@ -49,6 +57,9 @@ func (o *Options) defaults() {
 	}
 	if o.Settle == 0 {
 		o.Settle = 90 * time.Second
+	}
+	if o.ProviderDownFor == 0 {
+		o.ProviderDownFor = min(o.Duration/4, time.Minute)
 	}
 	if o.DropRate == 0 {
 		o.DropRate = 0.2
@@ -77,20 +88,24 @@ type Run struct {
 	// load's end waits for them, so that a late restart can neither race
 	// the settle phase's own start nor outlive the run.
 	restarts sync.WaitGroup
+	// providers plays Stripe, Paddle and Creem for checkouts.
+	providers  *providerfake.Server
+	configPath string
+	// loadEnd (database clock): jobs created before it are the workload's.
+	loadEnd time.Time
+	// frozenAt (database clock): when the workers had stopped for the checks.
+	frozenAt time.Time
 }
 
 type faultCounts struct {
 	mu                                              sync.Mutex
 	workerKills, webKills, pgRestarts, backendKills int
+	providerOutages                                 int
 }
 
 // harnessAppName marks the harness's own database sessions, which the
 // backend-terminating fault leaves alone.
 const harnessAppName = "billing-chaos-harness"
-
-type httpGetter interface {
-	Get(url string) (*http.Response, error)
-}
 
 // Execute performs a whole run: start, load under faults, settle, check.
 func Execute(ctx context.Context, opts Options) (*Report, error) {
@@ -111,12 +126,18 @@ func Execute(ctx context.Context, opts Options) (*Report, error) {
 	r.runWorkload(loadCtx)
 	<-faultsDone
 	r.restarts.Wait()
+	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&r.loadEnd); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(opts.Out, "chaos: load done after %v; settling\n", time.Since(start).Round(time.Second))
 	if err := r.ensureAllRunning(ctx); err != nil {
 		return nil, err
 	}
 	settled := r.settle(ctx)
 	r.reader.stop()
+	if err := r.freeze(ctx); err != nil {
+		return nil, err
+	}
 	return r.check(ctx, settled)
 }
 
@@ -136,6 +157,9 @@ func (r *Run) start(ctx context.Context) error {
 	if r.pg, err = pglocal.Start(pglocal.Options{Dir: filepath.Join(r.opts.Dir, "pg"), Fast: true}); err != nil {
 		return err
 	}
+	if err := r.startProviders(); err != nil {
+		return err
+	}
 	env := r.env()
 	migrate := NewProc("migrate", r.opts.Binary, env, r.logFile("migrate"), "migrate")
 	if err := migrate.Start(); err != nil {
@@ -153,14 +177,14 @@ func (r *Run) start(ctx context.Context) error {
 		return err
 	}
 	for i := range r.opts.Webs {
-		p := NewProc(fmt.Sprintf("web%d", i+1), r.opts.Binary, env, r.logFile(fmt.Sprintf("web%d", i+1)), "web")
+		p := NewProc(fmt.Sprintf("web%d", i+1), r.opts.Binary, env, r.logFile(fmt.Sprintf("web%d", i+1)), "web", "--config", r.configPath)
 		if err := listenOnFreePort(p); err != nil {
 			return err
 		}
 		r.webs = append(r.webs, p)
 	}
 	for i := range r.opts.Workers {
-		r.workers = append(r.workers, NewProc(fmt.Sprintf("worker%d", i+1), r.opts.Binary, env, r.logFile(fmt.Sprintf("worker%d", i+1)), "worker"))
+		r.workers = append(r.workers, NewProc(fmt.Sprintf("worker%d", i+1), r.opts.Binary, env, r.logFile(fmt.Sprintf("worker%d", i+1)), "worker", "--config", r.configPath))
 	}
 	for _, p := range append(append([]*Proc{}, r.webs...), r.workers...) {
 		if err := p.Start(); err != nil {
@@ -191,7 +215,26 @@ func (r *Run) env() []string {
 		"BILLING_JOB_TIMEOUT=5s",
 		"BILLING_RESCUE_STUCK_JOBS_AFTER=10s",
 		"BILLING_LOG_FORMAT=json",
+		"BILLING_STRIPE_SECRET_KEY=sk_test_chaos", "BILLING_STRIPE_API_URL=" + r.providers.URL,
+		"BILLING_PADDLE_API_KEY=pdl_chaos", "BILLING_PADDLE_ENVIRONMENT=" + r.providers.URL,
+		"BILLING_CREEM_API_KEY=creem_chaos", "BILLING_CREEM_API_URL=" + r.providers.URL,
+		"BILLING_RECONCILE_SCHEDULE=@every 2s",
 	}
+}
+
+// startProviders starts the provider fake and writes the billing.yaml that
+// gives each SKU its Creem product (Creem prices by product).
+func (r *Run) startProviders() error {
+	r.providers = providerfake.Start()
+	var yaml strings.Builder
+	yaml.WriteString("skus:\n")
+	for name, sku := range config.DefaultSKUs() {
+		fmt.Fprintf(&yaml, "  %s: {amount: %d, currency: %s, mana: %d, creem_product_id: prod_%s}\n",
+			name, sku.Amount, sku.Currency, sku.Mana, name)
+		r.providers.SetProduct("prod_"+name, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+	}
+	r.configPath = filepath.Join(r.opts.Dir, "billing.yaml")
+	return os.WriteFile(r.configPath, []byte(yaml.String()), 0o644)
 }
 
 func (r *Run) logFile(name string) io.Writer {
@@ -264,7 +307,7 @@ func (r *Run) ensureAllRunning(ctx context.Context) error {
 func (r *Run) startHealthy(ctx context.Context, w *Proc) error {
 	for attempt := 1; ; attempt++ {
 		err := waitHealthy(ctx, r.hc, w)
-		if !errors.Is(err, errExited) || attempt == 3 {
+		if !errors.Is(err, procs.ErrExited) || attempt == 3 {
 			return err
 		}
 		r.logf("%v; starting it again on another port", err)
@@ -279,11 +322,11 @@ func (r *Run) startHealthy(ctx context.Context, w *Proc) error {
 
 // listenOnFreePort gives web process p a free loopback port.
 func listenOnFreePort(p *Proc) error {
-	port, err := pglocal.FreePort()
+	addr, err := procs.FreeAddr()
 	if err != nil {
 		return err
 	}
-	p.listenOn(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	p.listenOn(addr)
 	return nil
 }
 
@@ -297,6 +340,9 @@ func (r *Run) shutdown() {
 	}
 	if r.pool != nil {
 		r.pool.Close()
+	}
+	if r.providers != nil {
+		r.providers.Close()
 	}
 	if r.pg != nil {
 		if err := r.pg.Stop(); err != nil {

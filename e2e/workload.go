@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/fibe-dev/billing/fibe"
-	"github.com/fibe-dev/billing/webhook"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 // player drives one player's seeded stream of actions until ctx ends.
@@ -70,7 +71,8 @@ func (p *player) sdkResult(resp *fibe.Response, err error) (acked, refused bool)
 	case err == nil:
 		m.sdkAcked.Add(1)
 		return true, false
-	case errors.As(err, &apiErr) && apiErr.StatusCode < 500 && apiErr.StatusCode != 409 || fibe.IsCode(err, "insufficient_balance"):
+	case errors.As(err, &apiErr) && apiErr.StatusCode < 500 && apiErr.StatusCode != 409 || fibe.IsCode(err, "insufficient_balance") ||
+		fibe.IsCode(err, "outstanding_debt"):
 		m.sdkRefused.Add(1)
 		return false, true
 	default:
@@ -110,9 +112,71 @@ func (p *player) buy(ctx context.Context) {
 	}
 	p.seq++
 	eventID := fmt.Sprintf("evt_%d_%d_%d", p.run.opts.Seed, p.pm.id, p.seq)
-	if p.run.deliver(ctx, p.rng, provider, eventID, webhook.CompletedEvent(provider, eventID, id, amount, order.Currency)) {
+	body := devwebhook.CompletedEvent(provider, eventID, id, amount, order.Currency)
+	if provider != "creem" { // Creem has no event listing
+		p.run.providers.AddEvent(provider, body)
+		// One payment in fifteen loses its webhook for good: the provider
+		// has the payment, only reconciliation can fulfil it.
+		if p.rng.IntN(15) == 0 {
+			p.run.model.with(func() {
+				om.paid, om.correct = true, correct
+				p.run.model.lostHooks = append(p.run.model.lostHooks, eventID)
+			})
+			return
+		}
+	}
+	if p.run.deliver(ctx, p.rng, provider, eventID, body) {
 		p.run.model.with(func() { om.paid, om.correct = true, correct })
 	}
+	if correct {
+		p.moneyBack(ctx, om)
+	}
+}
+
+// moneyBack sends, at a few percent each, what makes money go back for a
+// paid order: a second, distinct payment, or a refund (full or partial)
+// and a dispute whose funds the provider withdrew. The model records each
+// once a web process acknowledged it. A double payment gets no refund or
+// dispute here: whichever of the two payments is worked first is the one
+// that mints, so which one a refund names would decide the clawback.
+func (p *player) moneyBack(ctx context.Context, om *orderModel) {
+	order := strconv.FormatInt(om.id, 10)
+	payment := devwebhook.OrderPaymentID(om.provider, order)
+	if p.rng.IntN(100) < 4 {
+		id := p.nextEvent()
+		body := devwebhook.PaymentEvent(om.provider, id, payment+"_double", om.id, om.amount, om.currency)
+		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
+			p.run.model.with(func() { om.doublePaid = true })
+		}
+		return
+	}
+	if p.rng.IntN(100) < 5 {
+		refund := om.amount
+		if p.rng.IntN(2) == 0 {
+			refund = 1 + p.rng.Int64N(om.amount)
+		}
+		id := p.nextEvent()
+		body := devwebhook.ReversalEvent(om.provider, id, payment, "rf_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, refund, om.currency)
+		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
+			p.run.model.with(func() { om.refunded = refund })
+		}
+	}
+	if p.rng.IntN(100) < 3 {
+		state := fulfillment.StateLost
+		if om.provider != "paddle" { // Paddle's chargeback is already lost; the others open first
+			state = fulfillment.StateOpen
+		}
+		id := p.nextEvent()
+		body := devwebhook.ReversalEvent(om.provider, id, payment, "dp_"+id, fulfillment.ReversalDispute, state, om.amount, om.currency)
+		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
+			p.run.model.with(func() { om.disputed = om.amount })
+		}
+	}
+}
+
+func (p *player) nextEvent() string {
+	p.seq++
+	return fmt.Sprintf("evt_%d_%d_%d", p.run.opts.Seed, p.pm.id, p.seq)
 }
 
 func (p *player) convert(ctx context.Context) {
@@ -238,7 +302,7 @@ func (r *Run) deliverOne(ctx context.Context, rng *rand.Rand, provider, secret s
 		webs := r.liveWebAddrs()
 		if len(webs) > 0 {
 			addr := webs[rng.IntN(len(webs))]
-			header, value, err := webhook.Sign(provider, secret, body, time.Now())
+			header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
 			if err != nil {
 				r.logf("sign: %v", err)
 				return false

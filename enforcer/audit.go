@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// FundingViolation is a breach of invariant 4 (DESIGN.md): at most one
+// FundingViolation is a breach of invariant 4 (docs/contract.md): at most one
 // funding debit per Marquee per service day, for the Marquee's price, and
 // every paid_through backed by its day's debit. paid_through moving back is
 // refused by a trigger, so it cannot be found afterwards.

@@ -36,9 +36,3 @@ func EndOfServiceDay(t time.Time, tz *time.Location) time.Time {
 	y, m, d := t.In(tz).Date()
 	return time.Date(y, m, d+1, 0, 0, 0, 0, tz)
 }
-
-// StartOfServiceDay is the first instant of the service day containing t.
-func StartOfServiceDay(t time.Time, tz *time.Location) time.Time {
-	y, m, d := t.In(tz).Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, tz)
-}

@@ -13,15 +13,32 @@
 // A periodic sweep (a River periodic job on BILLING_ENFORCER_SCHEDULE, so
 // only the elected leader inserts it) pages through running Marquees that
 // are not paid through the end of the current service day and enqueues one
-// fund_day job per (Marquee, day), River-unique by those args. The fund_day
-// worker does everything in one transaction: one statement locks the
-// Marquee, checks that the day is not paid yet and moves paid_through to the
-// end of that day (never back: the database refuses it); then the day's
-// price is debited through the wallet with the key
-// marquee:<id>:<YYYY-MM-DD>:funding, and the River job is completed in the
-// same transaction. A retry after a crash anywhere in between either finds
-// nothing committed or finds the day paid; the wallet key makes a second
-// debit impossible even for a caller that skips the Marquee check.
+// fund_day job per (Marquee, day), River-unique by those args while queued
+// or running.
+//
+// Funding has one path (fundbatch.go), for fund_day jobs and for FundDay
+// (operators, the dev seed, tests) alike: the Marquee-days that arrive
+// together form a batch (package groupcommit; a lone one is a batch of
+// one), and each batch is one transaction, in this order:
+//
+//  1. BEGIN, and lock the batch's Marquees in id order, reading each one's
+//     owner, price, desired state and paid_through (one round trip);
+//  2. decide each day: stopped (not running) or already paid (paid_through
+//     covers the day) complete with nothing debited;
+//  3. debit the due days through the wallet in one pipeline
+//     (wallet.PostManyTx), each with its key marquee:<id>:<YYYY-MM-DD>:funding;
+//     a replayed key is already paid, lack of Sparks is insufficient;
+//  4. in one statement, move paid_through of the debited Marquees to the end
+//     of their day (never back: GREATEST, and a trigger refuses it) and mark
+//     the refused ones unfunded, except a Marquee still inside a paid day,
+//     which stays funded;
+//  5. complete the batch's River jobs with their results as output
+//     (internal/rivercomplete), and COMMIT.
+//
+// A retry after a crash anywhere in between finds nothing committed or
+// finds the day paid; the wallet key makes a second debit impossible. A
+// failed batch fails each of its jobs and River retries each. Two days of
+// one Marquee never share a batch: the second runs after it, alone.
 //
 // Insufficient Sparks are not an error: the Marquee is marked unfunded and
 // the job completes. Because completed fund_day jobs do not count towards

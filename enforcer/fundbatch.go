@@ -3,7 +3,6 @@ package enforcer
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,22 +11,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/rivertype"
 
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// Group commit of fund_day jobs. After midnight a sweep enqueues one job per
-// Marquee and the workers pick them up by the dozen; funding each in its own
-// transaction costs six round trips and a WAL flush per Marquee. Instead the
-// jobs that are running at the same time are funded together, in one
+// Group commit of fund_day jobs, and the only way funding is done (FundDay
+// is a batch of one). After midnight a sweep enqueues one job per Marquee
+// and the workers pick them up by the dozen; funding each in its own
+// transaction costs six round trips and a WAL flush per Marquee. Instead
+// the jobs that are running at the same time are funded together, in one
 // transaction: lock their Marquees (one statement), debit their owners
 // (wallet.PostManyTx: one lookup and one pipeline), move paid_through or
-// record the refusal (one statement), complete each job (JobCompleteTx), one
-// commit. Every job is still its own River job, unique by (Marquee, day),
-// with its own wallet key, and is completed in the transaction that debits
-// it; a failed batch fails each of its jobs, which River retries.
+// record the refusal (one statement), complete the jobs (rivercomplete),
+// one commit. Every job is still its own River job, unique by (Marquee,
+// day), with its own wallet key, and is completed in the transaction that
+// debits it; a failed batch fails each of its jobs, which River retries.
 
 // Batch defaults: DefaultFundBatch caps the jobs of one transaction;
 // fundBatchTimeout bounds it (the jobs' own timeouts only end their wait).
@@ -36,10 +35,12 @@ const (
 	fundBatchTimeout = 30 * time.Second
 )
 
-// fundItem is a running fund_day job waiting for its batch.
+// fundItem is a Marquee-day waiting for its batch: a running fund_day job,
+// or FundDay's call (job nil: nothing to complete).
 type fundItem struct {
-	ctx context.Context // the job's work context: River's client, the job's output
-	job *river.Job[FundDayArgs]
+	ctx  context.Context // the job's work context: River's client, the job's output
+	args FundDayArgs
+	job  *river.Job[FundDayArgs]
 }
 
 // planned is one job of a batch on its way through it.
@@ -63,47 +64,50 @@ type lockedMarquee struct {
 }
 
 // fundBatch funds items in one transaction. Jobs whose Marquee already has
-// a job in the batch (another day of it) are funded after the batch, alone.
+// a job in the batch (another day of it) are funded after it, each in a
+// batch of one; unparsable days fail without a transaction.
 func (s *Service) fundBatch(ctx context.Context, items []fundItem) ([]*FundResult, []error, error) {
 	ctx, cancel := context.WithTimeout(ctx, fundBatchTimeout)
 	defer cancel()
-	plans, alone := s.plan(items)
+	plans, alone, failed := s.plan(items)
 	if len(plans) > 0 {
 		if err := s.fundTogether(ctx, plans); err != nil {
 			return nil, nil, err
 		}
 	}
 	for _, p := range alone {
-		p.res, p.err = s.fundAlone(p.item.ctx, p.item.job)
+		if err := s.fundTogether(ctx, []*planned{p}); err != nil {
+			p.err = err
+		}
 	}
 	out, errs := make([]*FundResult, len(items)), make([]error, len(items))
-	for _, p := range append(plans, alone...) {
+	for _, p := range slices.Concat(plans, alone, failed) {
 		out[p.idx], errs[p.idx] = p.res, p.err
 	}
 	return out, errs, nil
 }
 
 // plan orders the batch by Marquee (the lock order) and sets aside repeated
-// Marquees and unparsable days.
-func (s *Service) plan(items []fundItem) (together, alone []*planned) {
+// Marquees (alone) and unparsable days (failed).
+func (s *Service) plan(items []fundItem) (together, alone, failed []*planned) {
 	seen := map[int64]bool{}
 	for i, it := range items {
-		p := &planned{idx: i, item: it, post: -1, res: &FundResult{MarqueeID: it.job.Args.MarqueeID, Day: it.job.Args.Day}}
+		p := &planned{idx: i, item: it, post: -1, res: &FundResult{MarqueeID: it.args.MarqueeID, Day: it.args.Day}}
 		var start time.Time
-		start, p.end, p.err = DayBounds(it.job.Args.Day, s.tz)
+		start, p.end, p.err = DayBounds(it.args.Day, s.tz)
+		p.res.lag = s.now().Sub(start)
 		switch {
 		case p.err != nil:
-			alone = append(alone, p) // answered by fundAlone with the same error
-		case seen[it.job.Args.MarqueeID]:
+			failed = append(failed, p)
+		case seen[it.args.MarqueeID]:
 			alone = append(alone, p)
 		default:
-			seen[it.job.Args.MarqueeID] = true
-			p.res.lag = s.now().Sub(start)
+			seen[it.args.MarqueeID] = true
 			together = append(together, p)
 		}
 	}
 	slices.SortFunc(together, func(a, b *planned) int { return cmp.Compare(a.res.MarqueeID, b.res.MarqueeID) })
-	return together, alone
+	return together, alone, failed
 }
 
 // fundTogether runs the shared transaction. An error fails the whole batch.
@@ -284,60 +288,25 @@ func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Ti
 }
 
 // completeJobs completes every finished job of the batch in tx, with its
-// result as the job's output, in ONE statement: what river.JobCompleteTx
-// runs for one job (the pilot's JobSetStateIfRunningMany), given all of
-// them. One JobCompleteTx per job would put a round trip per job back into
-// the batch, serialised behind the others. A job that is no longer running
+// result as the job's output (rivercomplete: one statement for the whole
+// batch, or one JobCompleteTx per job). A job that is no longer running
 // (cancelled meanwhile) fails the batch, as JobCompleteTx would fail it.
 func (s *Service) completeJobs(ctx context.Context, tx pgx.Tx, plans []*planned) error {
 	var done []*planned
+	var jobs []rivercomplete.Job[FundDayArgs]
 	for _, p := range plans {
-		if p.complete {
+		if p.complete && p.item.job != nil {
 			done = append(done, p)
+			jobs = append(jobs, rivercomplete.Job[FundDayArgs]{Ctx: p.item.ctx, Job: p.item.job, Output: p.res})
 		}
-	}
-	if len(done) == 0 {
-		return nil
 	}
 	if err := s.runHooks(ctx, tx, done, s.hooks.afterPost); err != nil {
 		return err
 	}
-	client := river.ClientFromContext[pgx.Tx](done[0].item.ctx)
-	now := time.Now()
-	params := &riverdriver.JobSetStateIfRunningManyParams{}
-	for _, p := range done {
-		output, err := json.Marshal(map[string]any{rivertype.MetadataKeyOutput: p.res})
-		if err != nil {
-			return err
-		}
-		one := riverdriver.JobSetStateCompleted(p.item.job.ID, now, output)
-		params.ID = append(params.ID, one.ID)
-		params.Attempt = append(params.Attempt, one.Attempt)
-		params.ErrData = append(params.ErrData, one.ErrData)
-		params.FinalizedAt = append(params.FinalizedAt, one.FinalizedAt)
-		params.MetadataDoMerge = append(params.MetadataDoMerge, one.MetadataDoMerge)
-		params.MetadataUpdates = append(params.MetadataUpdates, one.MetadataUpdates)
-		params.ScheduledAt = append(params.ScheduledAt, one.ScheduledAt)
-		params.State = append(params.State, one.State)
-	}
-	rows, err := client.Pilot().JobSetStateIfRunningMany(ctx, client.Driver().UnwrapExecutor(tx), params)
-	if err != nil {
-		return fmt.Errorf("enforcer: complete %d jobs: %w", len(done), err)
-	}
-	if completed := countCompleted(rows); completed != len(done) {
-		return fmt.Errorf("enforcer: completed %d of %d jobs: the others are no longer running", completed, len(done))
+	if err := rivercomplete.Complete(ctx, tx, s.complete, jobs); err != nil {
+		return fmt.Errorf("enforcer: %w", err)
 	}
 	return s.runHooks(ctx, tx, done, s.hooks.beforeCommit)
-}
-
-func countCompleted(rows []*rivertype.JobRow) int {
-	n := 0
-	for _, r := range rows {
-		if r.State == rivertype.JobStateCompleted {
-			n++
-		}
-	}
-	return n
 }
 
 // runHooks runs a test hook for each job; nil in production.

@@ -19,6 +19,10 @@ import (
 // debits share transactions (rows of one transaction share created_at, the
 // transaction's start).
 func TestFundDayJobsAreGroupCommitted(t *testing.T) {
+	bothCompletes(t, testFundDayJobsAreGroupCommitted)
+}
+
+func testFundDayJobsAreGroupCommitted(t *testing.T) {
 	t.Parallel()
 	day := "2024-03-10"
 	e := newEnv(t, 20, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
@@ -108,6 +112,10 @@ func TestFundDayJobsAreGroupCommitted(t *testing.T) {
 // its debits, before commit: the batch rolls back as a whole, River retries
 // each job, and each Marquee is debited exactly once.
 func TestFailedBatchIsRetriedJobByJob(t *testing.T) {
+	bothCompletes(t, testFailedBatchIsRetriedJobByJob)
+}
+
+func testFailedBatchIsRetriedJobByJob(t *testing.T) {
 	t.Parallel()
 	day := "2024-03-10"
 	e := newEnv(t, 20, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))

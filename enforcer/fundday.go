@@ -13,7 +13,8 @@ import (
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// QueueFunding is the River queue of fund_day jobs (jobs.QueueFunding).
+// QueueFunding is the River queue of fund_day jobs; the worker process
+// configures it as jobs.QueueFunding, an alias of this one.
 const QueueFunding = "funding"
 
 // FundDayArgs fund one Marquee for one service day.
@@ -95,128 +96,20 @@ func (r *FundResult) observe() {
 	}
 }
 
-// FundDayTx funds args.MarqueeID for args.Day inside tx: claim the day
-// (lock the Marquee and move paid_through to the end of the day, never
-// back) unless it is already paid or the Marquee is stopped, then debit its
-// daily price with the day's funding key. Lack of Sparks is not an error:
-// the claim is undone, the Marquee marked unfunded and the result says
-// insufficient. On any error the caller must roll tx back.
-func (s *Service) FundDayTx(ctx context.Context, tx pgx.Tx, args FundDayArgs) (*FundResult, error) {
-	start, end, err := DayBounds(args.Day, s.tz)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now()
-	res := &FundResult{MarqueeID: args.MarqueeID, Day: args.Day}
-	c, err := claimDay(ctx, tx, args.MarqueeID, end, now)
-	if err != nil {
-		return nil, err
-	}
-	if c == nil {
-		return res, notDue(ctx, tx, res, end)
-	}
-	t, err := s.wallet.DebitTx(ctx, tx, wallet.PostParams{
-		PlayerID:       c.playerID,
-		Currency:       wallet.Sparks,
-		Amount:         c.price,
-		Kind:           wallet.KindFunding,
-		Reference:      fmt.Sprintf("marquee:%d:%s", args.MarqueeID, args.Day),
-		IdempotencyKey: FundingKey(args.MarqueeID, args.Day),
-		Account:        wallet.AccountFundingRevenue,
-	})
-	if errors.Is(err, wallet.ErrInsufficientBalance) {
-		// DebitTx ran under its own savepoint; undo the claim under ours.
-		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT enforcer_claim"); err != nil {
-			return nil, fmt.Errorf("enforcer: undo claim: %w", err)
-		}
-		res.Outcome, res.Error = OutcomeInsufficient, err.Error()
-		return res, markUnfunded(ctx, tx, args.MarqueeID, err.Error(), now)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("enforcer: fund marquee %d for %s: %w", args.MarqueeID, args.Day, err)
-	}
-	res.Outcome, res.TransactionID, res.PaidThrough, res.lag = OutcomeFunded, t.ID, &c.paidThrough, now.Sub(start)
-	if t.Replayed {
-		// The day's debit committed earlier (another path used the key):
-		// success, without moving Sparks again.
-		res.Outcome = OutcomeAlreadyPaid
-	}
-	return res, nil
-}
-
-// claim is a Marquee-day claimed for funding.
-type claim struct {
-	playerID    int64
-	price       int64
-	paidThrough time.Time
-}
-
-// claimDay locks a running Marquee that is not paid through end and moves
-// paid_through there (GREATEST: never back; the trigger would refuse), in
-// one statement under a savepoint, pipelined with it in one round trip; nil
-// when the Marquee is not due. A concurrent claim of the same Marquee waits
-// for the row and then, re-checking the WHERE on the committed row, finds
-// nothing to do.
-func claimDay(ctx context.Context, tx pgx.Tx, id int64, end, now time.Time) (*claim, error) {
-	var c *claim
-	b := &pgx.Batch{}
-	b.Queue("SAVEPOINT enforcer_claim")
-	b.Queue(`UPDATE marquees SET paid_through = GREATEST(paid_through, $2), status = 'funded',
-		last_funding_error = NULL, last_funded_at = $3, updated_at = $3
-		WHERE id = $1 AND desired_state = 'running' AND (paid_through IS NULL OR paid_through < $2)
-		RETURNING player_id, daily_price, paid_through`, id, end, now).QueryRow(func(row pgx.Row) error {
-		var got claim
-		err := row.Scan(&got.playerID, &got.price, &got.paidThrough)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		c = &got
-		return err
-	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("enforcer: claim marquee %d: %w", id, err)
-	}
-	return c, nil
-}
-
-// notDue says why a Marquee could not be claimed: missing, already paid
-// through end, or stopped. No lock is needed: paid_through never moves back.
-func notDue(ctx context.Context, db DB, res *FundResult, end time.Time) error {
-	m, err := scanMarquee(db.QueryRow(ctx, `SELECT `+marqueeColumns+` FROM marquees WHERE id = $1`, res.MarqueeID))
-	if err != nil {
-		return fmt.Errorf("%w: %d", err, res.MarqueeID)
-	}
-	res.PaidThrough = m.PaidThrough
-	res.Outcome = OutcomeStopped
-	if m.PaidThrough != nil && !m.PaidThrough.Before(end) {
-		res.Outcome = OutcomeAlreadyPaid
-	}
-	return nil
-}
-
-// FundDay is FundDayTx in its own transaction, for operators and tests.
+// FundDay funds args.MarqueeID for args.Day now, outside River (operators,
+// the dev seed, tests): a batch of one through the same code as the
+// fund_day jobs (fundbatch.go), in its own transaction. Lack of Sparks is
+// not an error: the result says insufficient and the Marquee is marked
+// unfunded.
 func (s *Service) FundDay(ctx context.Context, args FundDayArgs) (*FundResult, error) {
-	var res *FundResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = s.FundDayTx(ctx, tx, args)
-		return err
-	})
+	out, errs, err := s.fundBatch(ctx, []fundItem{{ctx: ctx, args: args}})
 	if err != nil {
 		return nil, err
 	}
-	res.observe()
-	return res, nil
-}
-
-func markUnfunded(ctx context.Context, tx pgx.Tx, id int64, reason string, now time.Time) error {
-	// A Marquee still inside a paid day (a failed prepayment) stays funded.
-	_, err := tx.Exec(ctx, `UPDATE marquees SET last_funding_error = $2, updated_at = $3,
-		status = CASE WHEN paid_through > $3 THEN status ELSE 'unfunded' END WHERE id = $1`, id, reason, now)
-	if err != nil {
-		return fmt.Errorf("enforcer: mark marquee %d unfunded: %w", id, err)
+	if errs[0] != nil {
+		return nil, errs[0]
 	}
-	return nil
+	return out[0], nil
 }
 
 // FundDayWorker works fund_day jobs: the funding and the job's completion
@@ -230,7 +123,7 @@ type FundDayWorker struct {
 // jobs (fundbatch.go), which funds and completes it in one transaction with
 // the other jobs running at the same time.
 func (w *FundDayWorker) Work(ctx context.Context, job *river.Job[FundDayArgs]) error {
-	res, err := w.svc.funder.Do(ctx, fundItem{ctx: ctx, job: job})
+	res, err := w.svc.funder.Do(ctx, fundItem{ctx: ctx, args: job.Args, job: job})
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidDay), errors.Is(err, wallet.ErrIdempotencyKeyReused):
 		return river.JobCancel(err) // retrying cannot help
@@ -241,27 +134,4 @@ func (w *FundDayWorker) Work(ctx context.Context, job *river.Job[FundDayArgs]) e
 		w.svc.logger.InfoContext(ctx, "marquee unfunded", "marquee_id", res.MarqueeID, "day", res.Day, "reason", res.Error)
 	}
 	return nil
-}
-
-// fundAlone funds one job in its own transaction, completing it there: for
-// a job whose Marquee already has another day in the same batch.
-func (s *Service) fundAlone(ctx context.Context, job *river.Job[FundDayArgs]) (*FundResult, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("enforcer: begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	res, err := s.FundDayTx(ctx, tx, job.Args)
-	if err != nil {
-		return nil, err
-	}
-	p := &planned{item: fundItem{ctx: ctx, job: job}, res: res, complete: true}
-	if err := s.completeJobs(ctx, tx, []*planned{p}); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("enforcer: commit: %w", err)
-	}
-	res.observe()
-	return res, nil
 }

@@ -122,6 +122,10 @@ func TestFundDayEnqueuedTwentyTimes(t *testing.T) {
 // wallet post, before commit: River retries it, and it debits once. On the
 // commit path, the job is completed inside the debit's transaction.
 func TestFundDayFailureAfterPostIsRetried(t *testing.T) {
+	bothCompletes(t, testFundDayFailureAfterPostIsRetried)
+}
+
+func testFundDayFailureAfterPostIsRetried(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2024, 3, 10, 9, 30, 0, 0, utc)
 	e := newEnv(t, 20, utc, now)
@@ -226,7 +230,9 @@ func TestFundedAt2359AndAgainAfterMidnight(t *testing.T) {
 // TestInsufficientThenTopUp: without Sparks the Marquee is unfunded, the job
 // completes without error (no retry storm); after a top-up the next sweep
 // funds it, once.
-func TestInsufficientThenTopUp(t *testing.T) {
+func TestInsufficientThenTopUp(t *testing.T) { bothCompletes(t, testInsufficientThenTopUp) }
+
+func testInsufficientThenTopUp(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2024, 3, 10, 8, 0, 0, 0, utc)
 	e := newEnv(t, 20, utc, now)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -69,7 +72,7 @@ type env struct {
 	clock  *clock
 	tz     *time.Location
 	svc    *enforcer.Service
-	plans  map[string]config.Plan
+	plans  map[string]enforcer.Plan
 	broken bool // the test breaks invariant 4 on purpose
 }
 
@@ -87,8 +90,9 @@ func newEnv(t *testing.T, n int, tz *time.Location, now time.Time) *env {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	e := &env{t: t, ctx: ctx, pool: pool, wallet: wallet.New(pool, wallet.Options{}), clock: &clock{t: now},
-		tz: tz, plans: config.DefaultPlans()}
-	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100})
+		tz: tz, plans: enforcer.DefaultPlans()}
+	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100,
+		Complete: completeMode(t)})
 	t.Cleanup(func() {
 		if !t.Failed() && !e.broken {
 			e.requireClean()
@@ -97,15 +101,30 @@ func newEnv(t *testing.T, n int, tz *time.Location, now time.Time) *env {
 	return e
 }
 
+// bothCompletes runs test once per way of completing a batch's jobs, as
+// subtests named after the mode (completeMode reads it back).
+func bothCompletes(t *testing.T, test func(t *testing.T)) {
+	t.Parallel()
+	for _, mode := range []rivercomplete.Mode{rivercomplete.ModePilot, rivercomplete.ModePerJob} {
+		t.Run(string(mode), test)
+	}
+}
+
+// completeMode is the mode a bothCompletes subtest is named after, else the
+// default.
+func completeMode(t *testing.T) rivercomplete.Mode {
+	name := t.Name()
+	if mode, err := rivercomplete.ParseMode(name[strings.LastIndex(name, "/")+1:]); err == nil {
+		return mode
+	}
+	return rivercomplete.ModePilot
+}
+
+// requireClean runs the full audit: every invariant, funding in the
+// test's service-day time zone.
 func (e *env) requireClean() {
 	e.t.Helper()
-	report, err := wallet.Audit(e.ctx, e.pool, wallet.AuditOptions{})
-	require.NoError(e.t, err)
-	require.True(e.t, report.Clean(), report.String())
-	// Invariant 4, through the package's own audit.
-	violations, err := enforcer.AuditFunding(e.ctx, e.pool, e.tz)
-	require.NoError(e.t, err)
-	require.Empty(e.t, violations)
+	audittest.RequireClean(e.t, e.pool, audit.Options{TZ: e.tz})
 }
 
 func (e *env) count(sql string, args ...any) int64 {

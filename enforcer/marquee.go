@@ -6,22 +6,16 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/names"
 )
 
-// DB is what the Marquee functions query through: a *pgxpool.Pool or a
-// pgx.Tx, so callers choose whether the work shares their transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Desired states and statuses of a Marquee.
 const (
@@ -110,7 +104,7 @@ func scanMarquee(row pgx.Row) (*Marquee, error) {
 // CreateMarquee creates a running, not yet funded Marquee on one of plans.
 // Its daily price is the plan's at creation; later plan changes do not
 // reprice it.
-func CreateMarquee(ctx context.Context, db DB, plans map[string]config.Plan, p CreateParams) (*Marquee, error) {
+func CreateMarquee(ctx context.Context, db DB, plans map[string]Plan, p CreateParams) (*Marquee, error) {
 	plan, ok := plans[p.Plan]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownPlan, p.Plan)
@@ -128,17 +122,7 @@ func CreateMarquee(ctx context.Context, db DB, plans map[string]config.Plan, p C
 	return m, err
 }
 
-func validName(name string) bool {
-	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxNameLength {
-		return false
-	}
-	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+func validName(name string) bool { return names.Valid(name, MaxNameLength) }
 
 // GetMarquee loads one of playerID's Marquees. Another player's Marquee is
 // ErrNotFound, exactly as a missing one.

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/testdb"
 )
 
 func TestCreateGetListMarquees(t *testing.T) {
@@ -19,7 +19,7 @@ func TestCreateGetListMarquees(t *testing.T) {
 	now := time.Date(2024, 3, 10, 12, 0, 0, 0, utc)
 	e := newEnv(t, 4, utc, now)
 	alice, bob := e.player(0), e.player(0)
-	plans := map[string]config.Plan{"standard": {DailySparks: 100}, "big": {DailySparks: 250}}
+	plans := map[string]enforcer.Plan{"standard": {DailySparks: 100}, "big": {DailySparks: 250}}
 
 	m, err := enforcer.CreateMarquee(e.ctx, e.pool, plans, enforcer.CreateParams{PlayerID: alice, Name: "  web-1 ", Plan: "big"})
 	require.NoError(t, err)
@@ -58,8 +58,7 @@ func TestCreateGetListMarquees(t *testing.T) {
 	require.Empty(t, list)
 
 	// Inside a transaction too (the DB interface takes a pgx.Tx).
-	tx, err := e.pool.Begin(e.ctx)
-	require.NoError(t, err)
+	tx := testdb.Begin(t, e.pool)
 	_, err = enforcer.CreateMarquee(e.ctx, tx, plans, enforcer.CreateParams{PlayerID: bob, Name: "rolled back", Plan: "big"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(e.ctx))

@@ -1,6 +1,7 @@
 package enforcer
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -9,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/groupcommit"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -30,6 +31,9 @@ type Options struct {
 	// FundBatch caps how many fund_day jobs are funded in one transaction;
 	// 0 is DefaultFundBatch.
 	FundBatch int
+	// Complete is how a batch's fund_day jobs are completed (config's
+	// batch_complete); "" is rivercomplete.ModePilot.
+	Complete rivercomplete.Mode
 	// FundAhead, when positive, makes each periodic sweep within FundAhead
 	// of midnight also fund the next day (SweepTick); config's fund_ahead.
 	FundAhead time.Duration
@@ -53,6 +57,7 @@ type Service struct {
 	// sweepWorkers insert batches concurrently.
 	sweepWorkers int
 	fundAhead    time.Duration
+	complete     rivercomplete.Mode
 	hooks        hooks
 	// funder group-commits fund_day jobs (fundbatch.go).
 	funder *groupcommit.Batcher[fundItem, *FundResult]
@@ -81,6 +86,7 @@ func New(pool *pgxpool.Pool, w *wallet.Store, opts Options) *Service {
 		s.batchSize = DefaultBatchSize
 	}
 	s.fundAhead = opts.FundAhead
+	s.complete = cmp.Or(opts.Complete, rivercomplete.ModePilot)
 	s.sweepWorkers = opts.SweepWorkers
 	if s.sweepWorkers <= 0 {
 		s.sweepWorkers = DefaultSweepWorkers
@@ -110,30 +116,9 @@ func PeriodicSweep(schedule river.PeriodicSchedule) *river.PeriodicJob {
 	}, &river.PeriodicJobOpts{ID: "enforcer_sweep", RunOnStart: true})
 }
 
-// defaultSchedule is config's default BILLING_ENFORCER_SCHEDULE, used when
-// Register gets no configuration.
-const defaultSchedule = "*/5 * * * *"
-
-// Register builds the Service of a worker process from its configuration,
-// adds its workers to workers and returns its periodic jobs (the sweep). A
-// nil cfg means the built-in defaults (UTC, every five minutes).
-func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, now func() time.Time, logger *slog.Logger) ([]*river.PeriodicJob, error) {
-	opts := Options{TZ: time.UTC, Now: now, Logger: logger}
-	var walletOpts wallet.Options
-	schedule, err := config.ParseSchedule(defaultSchedule)
-	if err != nil {
-		return nil, err
-	}
-	if cfg != nil {
-		walletOpts.SparksPerMana = cfg.SparksPerMana
-		if cfg.ServiceDayTZ != nil {
-			opts.TZ = cfg.ServiceDayTZ
-		}
-		if cfg.EnforcerSchedule != nil {
-			schedule = cfg.EnforcerSchedule
-		}
-		opts.FundAhead = cfg.FundAhead
-	}
-	AddWorkers(workers, New(pool, wallet.New(pool, walletOpts), opts))
-	return []*river.PeriodicJob{PeriodicSweep(schedule)}, nil
+// Register builds the Service of a worker process, adds its workers to
+// workers and returns its periodic jobs (the sweep on schedule).
+func Register(workers *river.Workers, pool *pgxpool.Pool, w *wallet.Store, opts Options, schedule river.PeriodicSchedule) []*river.PeriodicJob {
+	AddWorkers(workers, New(pool, w, opts))
+	return []*river.PeriodicJob{PeriodicSweep(schedule)}
 }

@@ -40,8 +40,8 @@ func TestSweepThreeClientsAndTenManualSweeps(t *testing.T) {
 	var clients []*river.Client[pgx.Tx]
 	for i := range 3 {
 		workers := river.NewWorkers()
-		periodic, err := enforcer.Register(workers, e.pool, cfg, e.clock.Now, quiet)
-		require.NoError(t, err)
+		periodic := enforcer.Register(workers, e.pool, e.wallet,
+			enforcer.Options{TZ: cfg.ServiceDayTZ, Now: e.clock.Now, Logger: quiet, Complete: cfg.BatchComplete}, cfg.EnforcerSchedule)
 		require.Len(t, periodic, 1)
 		clients = append(clients, e.client(clientOpts{id: fmt.Sprintf("worker-%d", i), workers: workers, periodic: periodic}))
 	}
@@ -145,7 +145,8 @@ func TestSweepPagesAndDeduplicates(t *testing.T) {
 
 // TestSweepHundredThousand sweeps 100,000 Marquees (skipped with -short).
 // The race detector slows River's insert path about 5x, and this test is
-// about scale, not races: under -race it sweeps 20,000 (20 batches).
+// about scale, not races: under -race it sweeps 20,000 (20 batches), and
+// .ci/run runs it again without -race at its full size.
 func TestSweepHundredThousand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100,000 Marquees: run without -short")

@@ -167,8 +167,10 @@ func NewIdempotencyKey() string {
 	return hex.EncodeToString(b[:])
 }
 
-// WithIdempotencyKey makes the next POST made with ctx use key, on its
-// first attempt and on every retry.
+// WithIdempotencyKey makes every POST made with ctx (or a context derived
+// from it) use key, on its first attempt and on every retry. Use one such
+// context per logical operation: two different POSTs sharing it send the
+// same key, and the server refuses the second (422 idempotency_key_reused).
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
 }

@@ -94,7 +94,9 @@ type ConversionParams struct {
 type ConversionsService struct{ c *Client }
 
 // Create converts p.Mana into Sparks at the server's rate. It fails with
-// code insufficient_balance (409) when the Mana balance is too low.
+// code insufficient_balance (409) when the Mana balance is too low, and
+// outstanding_debt (409) while the player owes Mana after a refund or
+// chargeback.
 func (s *ConversionsService) Create(ctx context.Context, p ConversionParams) (*Conversion, error) {
 	var out Conversion
 	resp, err := s.c.do(ctx, http.MethodPost, "/v1/conversions", nil, p, &out)
@@ -106,19 +108,31 @@ const (
 	OrderPending   = "pending"
 	OrderFulfilled = "fulfilled"
 	OrderRejected  = "rejected"
+	// A fulfilled order whose money went (partly) back.
+	OrderRefunded          = "refunded"
+	OrderPartiallyRefunded = "partially_refunded"
+	OrderDisputed          = "disputed"
 )
 
 // Order is a Mana purchase with the price it was created at.
 type Order struct {
-	ID           string    `json:"id"`
-	SKU          string    `json:"sku"`
-	Provider     string    `json:"provider"`
-	Amount       int64     `json:"amount"`
-	Currency     string    `json:"currency"`
-	Mana         int64     `json:"mana"`
-	Status       string    `json:"status"`
-	CreatedAt    time.Time `json:"created_at"`
+	ID        string    `json:"id"`
+	SKU       string    `json:"sku"`
+	Provider  string    `json:"provider"`
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	Mana      int64     `json:"mana"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	// CheckoutURL is the payment provider's hosted checkout of a pending
+	// order: send the customer there to pay.
+	CheckoutURL  string    `json:"checkout_url,omitempty"`
 	LastResponse *Response `json:"-"`
+
+	// RefundedAmount is what the provider refunded, in Currency's minor
+	// units; ClawedBackMana the Mana taken back for refunds and disputes.
+	RefundedAmount int64 `json:"refunded_amount"`
+	ClawedBackMana int64 `json:"clawed_back_mana"`
 }
 
 // CheckoutParams start a purchase of a SKU through a payment provider
@@ -131,7 +145,10 @@ type CheckoutParams struct {
 // CheckoutsService starts purchases.
 type CheckoutsService struct{ c *Client }
 
-// Create makes a pending order with its pricing snapshot.
+// Create makes a pending order with its pricing snapshot and opens the
+// provider's hosted checkout for it (Order.CheckoutURL). A provider that is
+// down answers 503 with Retry-After; retrying with the same Idempotency-Key
+// resumes the same order.
 func (s *CheckoutsService) Create(ctx context.Context, p CheckoutParams) (*Order, error) {
 	var out Order
 	resp, err := s.c.do(ctx, http.MethodPost, "/v1/checkouts", nil, p, &out)

@@ -5,19 +5,23 @@ import (
 	"fmt"
 )
 
-// Violation is one broken fulfilment invariant.
+// Violation is one broken fulfillment invariant.
 type Violation struct {
-	Invariant int    `json:"invariant"` // 5, as numbered in DESIGN.md
+	Invariant int    `json:"invariant"` // 5, as numbered in docs/contract.md
 	Check     string `json:"check"`
 	OrderID   int64  `json:"order_id,omitempty"`
 	Detail    string `json:"detail"`
 }
 
 func (v Violation) String() string {
-	return fmt.Sprintf("invariant %d %s order=%d: %s", v.Invariant, v.Check, v.OrderID, v.Detail)
+	id := "order"
+	if v.Invariant == 9 { // debts are per player: OrderID holds the player id
+		id = "player"
+	}
+	return fmt.Sprintf("invariant %d %s %s=%d: %s", v.Invariant, v.Check, id, v.OrderID, v.Detail)
 }
 
-// auditChecks are invariant 5 of DESIGN.md ("at most one fulfilment credit
+// auditChecks are invariant 5 of docs/contract.md ("at most one fulfillment credit
 // per order; only for a paid amount and currency that match the order's
 // snapshot") as queries whose only rows are violations. At most one credit
 // per order is also the wallet's UNIQUE key; these check the rest.
@@ -49,7 +53,7 @@ WHERE o.status = 'fulfilled' AND NOT EXISTS (SELECT 1 FROM webhook_events e
 
 // Audit checks invariant 5 over the whole database and returns every
 // violation (none when clean). Run it in a REPEATABLE READ transaction
-// (pass the pgx.Tx) to see one snapshot while fulfilments run.
+// (pass the pgx.Tx) to see one snapshot while fulfillments run.
 func Audit(ctx context.Context, db DB) ([]Violation, error) {
 	var out []Violation
 	for _, c := range auditChecks {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
@@ -73,7 +72,7 @@ func TestGetOrderHidesOtherPlayersOrders(t *testing.T) {
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
 	_, err = fulfillment.GetOrder(ctx, pool, alice, o.ID+1000)
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
-	got, err := fulfillment.OrderByID(ctx, pool, o.ID)
+	got, err := fulfillment.GetOrder(ctx, pool, alice, o.ID)
 	require.NoError(t, err)
 	require.Equal(t, alice, got.PlayerID)
 }
@@ -193,12 +192,12 @@ func TestCatalogueChangeAfterCheckout(t *testing.T) {
 	pool := testdb.New(t)
 	client := startRiver(t, pool)
 	player := newPlayer(t, pool)
-	skus := map[string]config.SKU{"pack": {Amount: 999, Currency: "usd", Mana: 1000}}
+	skus := map[string]fulfillment.SKU{"pack": {Amount: 999, Currency: "usd", Mana: 1000}}
 	old, err := fulfillment.CreateCheckout(ctx, pool, skus, fulfillment.CheckoutParams{
 		PlayerID: player, SKU: "pack", Provider: "stripe"})
 	require.NoError(t, err)
 
-	skus["pack"] = config.SKU{Amount: 1999, Currency: "eur", Mana: 3000}
+	skus["pack"] = fulfillment.SKU{Amount: 1999, Currency: "eur", Mana: 3000}
 	newer, err := fulfillment.CreateCheckout(ctx, pool, skus, fulfillment.CheckoutParams{
 		PlayerID: player, SKU: "pack", Provider: "stripe"})
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package fulfillment_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,8 +12,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
@@ -22,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-var catalogue = map[string]config.SKU{
+var catalogue = map[string]fulfillment.SKU{
 	"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
 	"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
 }
@@ -59,22 +59,53 @@ func newPlayer(t *testing.T, pool *pgxpool.Pool) int64 {
 	return p.ID
 }
 
-// pay does what webhook intake does for a completed payment: claim an event
-// row and insert its job, in one transaction.
+// pay does what webhook intake does for a completed payment of the order's
+// one payment through the order's provider (stripe for an unknown order):
+// claim an event row and insert its job, in one transaction.
 func pay(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], eventID string, orderID, amount int64, currency string) {
 	t.Helper()
+	payWith(t, pool, client, orderProvider(t, pool, orderID), eventID, "", orderID, amount, currency)
+}
+
+func orderProvider(t *testing.T, pool *pgxpool.Pool, orderID int64) string {
+	t.Helper()
+	provider := "stripe"
+	err := pool.QueryRow(context.Background(), `SELECT provider FROM orders WHERE id = $1`, orderID).Scan(&provider)
+	if err != nil {
+		require.ErrorIs(t, err, pgx.ErrNoRows)
+	}
+	return provider
+}
+
+// payWith is pay through provider for the provider payment paymentID
+// ("": the order's one payment).
+func payWith(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], provider, eventID, paymentID string,
+	orderID, amount int64, currency string) {
+	t.Helper()
+	require.NoError(t, tryPay(pool, client, provider, eventID, paymentID, orderID, amount, currency))
+}
+
+// tryPay is payWith for any goroutine: it returns the error.
+func tryPay(pool *pgxpool.Pool, client *river.Client[pgx.Tx], provider, eventID, paymentID string,
+	orderID, amount int64, currency string) error {
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount,
-		paid_currency, payload) VALUES ('stripe', $1, 'checkout.session.completed', $2, $3, $4, '{}')`,
-		eventID, orderID, amount, currency)
-	require.NoError(t, err)
+		paid_currency, payload) VALUES ($5, $1, 'checkout.session.completed', $2, $3, $4, '{}')`,
+		eventID, orderID, amount, currency, provider)
+	if err != nil {
+		return err
+	}
 	_, err = client.InsertTx(ctx, tx, fulfillment.FulfillOrderArgs{OrderID: orderID, EventID: eventID,
-		Provider: "stripe", PaidAmount: amount, PaidCurrency: currency}, nil)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+		Provider: provider, PaidAmount: amount, PaidCurrency: currency, PaymentID: paymentID}, nil)
+	if err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 type jobRow struct {
@@ -122,14 +153,58 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
-// requireClean checks the wallet's invariants 1-3 and fulfilment's 5.
+// requireClean runs the full audit: every invariant.
 func requireClean(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
+	audittest.RequireClean(t, pool, audit.Options{})
+}
+
+// reverse does what webhook intake does for a refund or dispute: claim an
+// event row and insert its reverse_payment job, in one transaction.
+func reverse(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], a fulfillment.ReversePaymentArgs) {
+	t.Helper()
+	require.NoError(t, tryReverse(pool, client, a))
+}
+
+// tryReverse is reverse for any goroutine: it returns the error.
+func tryReverse(pool *pgxpool.Pool, client *river.Client[pgx.Tx], a fulfillment.ReversePaymentArgs) error {
 	ctx := context.Background()
-	rep, err := wallet.Audit(ctx, pool, wallet.AuditOptions{})
-	require.NoError(t, err)
-	require.True(t, rep.Clean(), rep.String())
-	vs, err := fulfillment.Audit(ctx, pool)
-	require.NoError(t, err)
-	require.Empty(t, vs, fmt.Sprint(vs))
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, payload)
+		VALUES ($1, $2, 'charge.refunded', '{}')`, a.Provider, a.EventID)
+	if err != nil {
+		return err
+	}
+	if _, err = client.InsertTx(ctx, tx, a, nil); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// waitKind waits until n jobs of kind exist and all are finalized.
+func waitKind(t *testing.T, pool *pgxpool.Pool, kind string, n int) []jobRow {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rows, err := pool.Query(context.Background(), `SELECT state::text, coalesce((SELECT array_agg(e->>'error')
+			FROM jsonb_array_elements(to_jsonb(errors)) e), '{}') FROM river_job WHERE kind = $1 ORDER BY id`, kind)
+		require.NoError(t, err)
+		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
+		require.NoError(t, err)
+		done := len(jobs) == n
+		for _, j := range jobs {
+			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
+		}
+		if done {
+			return jobs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s jobs not finalized in time: %+v (want %d)", kind, jobs, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -1,5 +1,5 @@
 // Package fulfillment sells Mana: the SKU catalogue, orders with their
-// pricing snapshot, and the fulfil_order job that mints an order's Mana
+// pricing snapshot, and the fulfill_order job that mints an order's Mana
 // through the wallet exactly once.
 //
 // An order copies the SKU's price (amount, currency) and the Mana it grants
@@ -18,9 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Payment providers an order may be paid through.
@@ -47,6 +46,12 @@ const (
 	StatusPending   = "pending"
 	StatusFulfilled = "fulfilled"
 	StatusRejected  = "rejected"
+	// The statuses of a fulfilled order whose money went (partly) back. The
+	// orders row keeps status fulfilled; these are derived from its
+	// refunded_amount and disputed columns when it is read.
+	StatusRefunded          = "refunded"
+	StatusPartiallyRefunded = "partially_refunded"
+	StatusDisputed          = "disputed"
 )
 
 // Errors. Compare with errors.Is.
@@ -57,13 +62,8 @@ var (
 	ErrNotFound = errors.New("fulfillment: order not found")
 )
 
-// DB is what the order functions need: satisfied by *pgxpool.Pool, *pgx.Conn
-// and pgx.Tx, so callers choose whether the work joins a transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Order is a checkout with its pricing snapshot.
 type Order struct {
@@ -77,9 +77,15 @@ type Order struct {
 	Status              string     `json:"status"`
 	Reason              string     `json:"reason,omitempty"`
 	WalletTransactionID int64      `json:"wallet_transaction_id,string,omitempty"`
+	RefundedAmount      int64      `json:"refunded_amount"`  // minor units, at most Amount
+	ClawedBackMana      int64      `json:"clawed_back_mana"` // net of what a won dispute gave back
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
 	FulfilledAt         *time.Time `json:"fulfilled_at,omitempty"`
+	// CheckoutID and CheckoutURL are the provider's hosted checkout, set
+	// once (SetCheckout); empty until it has been opened.
+	CheckoutID  string `json:"checkout_id,omitempty"`
+	CheckoutURL string `json:"checkout_url,omitempty"`
 }
 
 // CheckoutParams describe a new order.
@@ -87,14 +93,30 @@ type CheckoutParams struct {
 	PlayerID int64
 	SKU      string
 	Provider string
+	// Key, when set, makes the creation idempotent per (player, key): a
+	// second call with the same key returns the first order (the client's
+	// Idempotency-Key, so a retry after a provider failure resumes it).
+	Key string
 }
 
-const orderColumns = `id, player_id, sku, provider, amount, currency, mana, status,
-	coalesce(reason, ''), coalesce(wallet_transaction_id, 0), created_at, updated_at, fulfilled_at`
+// ErrCheckoutKeyReused is returned when CheckoutParams.Key already names an
+// order of another SKU or provider.
+var ErrCheckoutKeyReused = errors.New("fulfillment: checkout key already used for another order")
+
+const orderColumns = `id, player_id, sku, provider, amount, currency, mana,
+	CASE WHEN status <> 'fulfilled' THEN status WHEN disputed THEN 'disputed'
+		WHEN refunded_amount >= amount THEN 'refunded' WHEN refunded_amount > 0 THEN 'partially_refunded'
+		ELSE status END,
+	coalesce(reason, ''), coalesce(wallet_transaction_id, 0), refunded_amount, clawed_back_mana,
+	created_at, updated_at, fulfilled_at,
+	coalesce(checkout_id, ''), coalesce(checkout_url, '')`
+
+// Paid reports whether the order was fulfilled (whatever went back since).
+func (o *Order) Paid() bool { return o.FulfilledAt != nil }
 
 // CreateCheckout creates a pending order for p.SKU, snapshotting its price
 // and Mana from skus.
-func CreateCheckout(ctx context.Context, db DB, skus map[string]config.SKU, p CheckoutParams) (*Order, error) {
+func CreateCheckout(ctx context.Context, db DB, skus map[string]SKU, p CheckoutParams) (*Order, error) {
 	sku, ok := skus[p.SKU]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownSKU, p.SKU)
@@ -102,12 +124,59 @@ func CreateCheckout(ctx context.Context, db DB, skus map[string]config.SKU, p Ch
 	if !ValidProvider(p.Provider) {
 		return nil, fmt.Errorf("%w %q", ErrUnknownProvider, p.Provider)
 	}
+	if p.Key != "" {
+		return createKeyed(ctx, db, sku, p)
+	}
 	row := db.QueryRow(ctx, `INSERT INTO orders (player_id, sku, provider, amount, currency, mana)
 		VALUES ($1, $2, $3, $4, lower($5), $6) RETURNING `+orderColumns,
 		p.PlayerID, p.SKU, p.Provider, sku.Amount, sku.Currency, sku.Mana)
 	o, err := scanOrder(row)
 	if err != nil {
 		return nil, fmt.Errorf("fulfillment: create order: %w", err)
+	}
+	return o, nil
+}
+
+// createKeyed creates the order of (player, key) or returns the existing
+// one. The unique index decides between concurrent callers; the loser
+// reads the winner's row (visible once it committed: ON CONFLICT waits).
+func createKeyed(ctx context.Context, db DB, sku SKU, p CheckoutParams) (*Order, error) {
+	o, err := scanOrder(db.QueryRow(ctx, `INSERT INTO orders (player_id, sku, provider, amount, currency, mana, checkout_key)
+		VALUES ($1, $2, $3, $4, lower($5), $6, $7)
+		ON CONFLICT (player_id, checkout_key) WHERE checkout_key IS NOT NULL DO NOTHING RETURNING `+orderColumns,
+		p.PlayerID, p.SKU, p.Provider, sku.Amount, sku.Currency, sku.Mana, p.Key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		o, err = scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders
+			WHERE player_id = $1 AND checkout_key = $2`, p.PlayerID, p.Key))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: create order: %w", err)
+	}
+	if o.SKU != p.SKU || o.Provider != p.Provider {
+		return nil, fmt.Errorf("%w: order %d", ErrCheckoutKeyReused, o.ID)
+	}
+	return o, nil
+}
+
+// SetCheckout stores the provider's checkout id and URL on a pending order
+// that has none yet, and returns the order as stored: when another caller
+// stored one first, that one is kept and returned, so an order never hands
+// out two URLs.
+func SetCheckout(ctx context.Context, db DB, orderID int64, checkoutID, checkoutURL string) (*Order, error) {
+	_, err := db.Exec(ctx, `UPDATE orders SET checkout_id = $2, checkout_url = $3, updated_at = now()
+		WHERE id = $1 AND checkout_id IS NULL`, orderID, checkoutID, checkoutURL)
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: store checkout of order %d: %w", orderID, err)
+	}
+	return OrderByID(ctx, db, orderID)
+}
+
+// OrderByID reads any player's order, for callers that stand in for the
+// provider (the dev checkout page), which knows an order only by its id.
+func OrderByID(ctx context.Context, db DB, orderID int64) (*Order, error) {
+	o, err := scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, orderID))
+	if err != nil {
+		return nil, notFound(err, orderID)
 	}
 	return o, nil
 }
@@ -123,18 +192,8 @@ func GetOrder(ctx context.Context, db DB, playerID, orderID int64) (*Order, erro
 	return o, nil
 }
 
-// OrderByID returns any order by id, for operators and tools (billing dev
-// send-webhook); player-facing code uses GetOrder.
-func OrderByID(ctx context.Context, db DB, orderID int64) (*Order, error) {
-	o, err := scanOrder(db.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, orderID))
-	if err != nil {
-		return nil, notFound(err, orderID)
-	}
-	return o, nil
-}
-
 // lockOrder reads the order and holds its row lock until tx ends, so two
-// fulfilments of one order serialize here.
+// fulfillments of one order serialize here.
 func lockOrder(ctx context.Context, tx pgx.Tx, orderID int64) (*Order, error) {
 	o, err := scanOrder(tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1 FOR UPDATE`, orderID))
 	if err != nil {
@@ -164,7 +223,8 @@ func markRejected(ctx context.Context, tx pgx.Tx, orderID int64, reason string, 
 func scanOrder(row pgx.Row) (*Order, error) {
 	var o Order
 	err := row.Scan(&o.ID, &o.PlayerID, &o.SKU, &o.Provider, &o.Amount, &o.Currency, &o.Mana, &o.Status,
-		&o.Reason, &o.WalletTransactionID, &o.CreatedAt, &o.UpdatedAt, &o.FulfilledAt)
+		&o.Reason, &o.WalletTransactionID, &o.RefundedAmount, &o.ClawedBackMana, &o.CreatedAt, &o.UpdatedAt, &o.FulfilledAt,
+		&o.CheckoutID, &o.CheckoutURL)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// QueueFulfillment is the River queue fulfil jobs run on (jobs.QueueFulfillment;
-// repeated here because jobs imports this package).
+// QueueFulfillment is the River queue fulfill_order jobs run on; the worker
+// process configures it as jobs.QueueFulfillment, an alias of this one.
 const QueueFulfillment = "fulfillment"
 
 // FulfillOrderArgs is the job a claimed completed-payment event enqueues.
@@ -30,29 +30,41 @@ type FulfillOrderArgs struct {
 	Provider     string `json:"provider"`
 	PaidAmount   int64  `json:"paid_amount"`
 	PaidCurrency string `json:"paid_currency"`
+	// PaymentID is the provider's payment id (Stripe PaymentIntent or
+	// Checkout Session, Paddle transaction, Creem order). Empty in jobs
+	// enqueued before payments were recorded: see legacyPaymentID.
+	PaymentID string `json:"payment_id,omitempty"`
+}
+
+func (a FulfillOrderArgs) paymentID() string {
+	if a.PaymentID == "" {
+		return legacyPaymentID(a.OrderID)
+	}
+	return a.PaymentID
 }
 
 // Kind implements river.JobArgs; stable, it is stored in river_job.
 func (FulfillOrderArgs) Kind() string { return "fulfill_order" }
 
-// InsertOpts puts the job on the fulfilment queue.
+// InsertOpts puts the job on the fulfillment queue.
 func (FulfillOrderArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueFulfillment}
 }
 
-// Fulfilment outcomes, the label values of billing_fulfilments_total.
+// Fulfillment outcomes, the label values of billing_fulfilments_total.
 const (
 	OutcomeFulfilled        = "fulfilled"
 	OutcomeAlreadyFulfilled = "already_fulfilled"
 	OutcomeRejected         = "rejected"
 	OutcomeAlreadyRejected  = "already_rejected"
 	OutcomeUnknownOrder     = "unknown_order"
+	OutcomeUnapplied        = "unapplied"
 	OutcomeError            = "error"
 )
 
 var fulfilments = promauto.NewCounterVec(prometheus.CounterOpts{
 	Name: "billing_fulfilments_total",
-	Help: "fulfill_order jobs worked, by outcome (fulfilled, already_fulfilled, rejected, already_rejected, unknown_order, error).",
+	Help: "fulfill_order jobs worked, by outcome (fulfilled, already_fulfilled, rejected, already_rejected, unknown_order, unapplied, error).",
 }, []string{"outcome"})
 
 // ErrPaymentMismatch wraps the cancel error of a payment whose amount or
@@ -65,30 +77,43 @@ type WorkerOptions struct {
 	SparksPerMana int64
 	Logger        *slog.Logger
 	Now           func() time.Time
+	// Refunders refund unapplied payments, by provider; a provider without
+	// one leaves its unapplied payments for an operator.
+	Refunders map[string]Refunder
+}
+
+func (o WorkerOptions) withDefaults() WorkerOptions {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
 }
 
 // Worker works FulfillOrderArgs.
 type Worker struct {
 	river.WorkerDefaults[FulfillOrderArgs]
-	pool   *pgxpool.Pool
-	wallet *wallet.Store
-	logger *slog.Logger
-	now    func() time.Time
+	pool      *pgxpool.Pool
+	wallet    *wallet.Store
+	reverse   *reverser
+	refunders map[string]Refunder
+	logger    *slog.Logger
+	now       func() time.Time
 }
 
-// NewWorker returns the fulfil_order worker.
+// NewWorker returns the fulfill_order worker.
 func NewWorker(opts WorkerOptions) *Worker {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts = opts.withDefaults()
+	ws := wallet.New(opts.Pool, wallet.Options{SparksPerMana: opts.SparksPerMana})
 	return &Worker{
-		pool:   opts.Pool,
-		wallet: wallet.New(opts.Pool, wallet.Options{SparksPerMana: opts.SparksPerMana}),
-		logger: opts.Logger,
-		now:    opts.Now,
+		pool:      opts.Pool,
+		wallet:    ws,
+		reverse:   &reverser{wallet: ws, now: opts.Now},
+		refunders: opts.Refunders,
+		logger:    opts.Logger,
+		now:       opts.Now,
 	}
 }
 
@@ -113,7 +138,9 @@ func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (st
 		return OutcomeError, fmt.Errorf("fulfillment: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-
+	if err := lockPaymentKey(ctx, tx, a.Provider, a.paymentID()); err != nil {
+		return OutcomeError, err
+	}
 	o, err := lockOrder(ctx, tx, a.OrderID)
 	if errors.Is(err, ErrNotFound) {
 		return OutcomeUnknownOrder, river.JobCancel(fmt.Errorf("fulfillment: %s event %q names order %d, which does not exist: %w",
@@ -122,23 +149,48 @@ func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (st
 	if err != nil {
 		return OutcomeError, err
 	}
-	switch o.Status {
-	case StatusFulfilled:
-		// A redelivery under another event id, or a retry after a commit
-		// whose acknowledgement was lost: the Mana is already there.
+	p, err := paymentByProviderID(ctx, tx, a.Provider, a.paymentID())
+	if err != nil {
+		return OutcomeError, err
+	}
+	return w.decide(ctx, tx, job, o, p)
+}
+
+// decide applies the payment of job to o. p is the payment's row when an
+// earlier event about the same payment recorded it.
+func (w *Worker) decide(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, p *Payment) (string, error) {
+	a := job.Args
+	switch {
+	case p != nil && p.Status == PaymentApplied:
+		// Another event about the same payment (Stripe's completed then
+		// async_payment_succeeded), a redelivery under another event id,
+		// or a retry after a commit whose acknowledgement was lost: the
+		// Mana is already there.
 		return OutcomeAlreadyFulfilled, nil
-	case StatusRejected:
-		return OutcomeAlreadyRejected, river.JobCancel(fmt.Errorf("fulfillment: order %d was rejected earlier (%s); %s event %q not applied",
-			o.ID, o.Reason, a.Provider, a.EventID))
+	case p != nil:
+		// Seen before and unapplied: commit nothing, finish its refund.
+		why := p.Reason
+		if o.Status == StatusRejected {
+			why = fmt.Sprintf("order %d was rejected earlier (%s)", o.ID, o.Reason)
+		}
+		_ = tx.Rollback(ctx)
+		return w.settleUnapplied(ctx, p, why)
+	case o.Paid():
+		return w.unapplied(ctx, tx, job, o, fmt.Sprintf("order %d is already paid (a second, distinct payment)", o.ID))
+	case o.Status == StatusRejected:
+		return w.unapplied(ctx, tx, job, o, fmt.Sprintf("order %d was rejected earlier (%s)", o.ID, o.Reason))
 	}
 	if reason := mismatch(o, a); reason != "" {
-		return w.reject(ctx, tx, o, reason)
+		return w.reject(ctx, tx, job, o, reason)
 	}
 	return w.fulfil(ctx, tx, job, o)
 }
 
 // mismatch explains why a payment does not pay for o, or returns "".
 func mismatch(o *Order, a FulfillOrderArgs) string {
+	if a.Provider != o.Provider {
+		return fmt.Sprintf("%s event %s paid an order opened as a %s checkout", a.Provider, a.EventID, o.Provider)
+	}
 	if a.PaidAmount == o.Amount && strings.EqualFold(strings.TrimSpace(a.PaidCurrency), o.Currency) {
 		return ""
 	}
@@ -146,21 +198,23 @@ func mismatch(o *Order, a FulfillOrderArgs) string {
 		a.Provider, a.EventID, a.PaidAmount, strings.ToLower(a.PaidCurrency), o.Amount, o.Currency)
 }
 
-func (w *Worker) reject(ctx context.Context, tx pgx.Tx, o *Order, reason string) (string, error) {
+func (w *Worker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, reason string) (string, error) {
 	if err := markRejected(ctx, tx, o.ID, reason, w.now()); err != nil {
 		return OutcomeError, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: commit rejection of order %d: %w", o.ID, err)
 	}
 	w.logger.WarnContext(ctx, "order rejected", "order_id", o.ID, "reason", reason)
 	// Cancelled, not retried: a retry cannot change what was paid, and a
 	// cancelled job stands out in the River UI for an operator to refund.
-	return OutcomeRejected, river.JobCancel(fmt.Errorf("%w: order %d: %s", ErrPaymentMismatch, o.ID, reason))
+	outcome, err := w.unapplied(ctx, tx, job, o, fmt.Sprintf("%v: %s", ErrPaymentMismatch, reason))
+	if outcome == OutcomeUnapplied {
+		outcome = OutcomeRejected
+	}
+	return outcome, err
 }
 
 func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order) (string, error) {
-	t, err := w.wallet.CreditTx(ctx, tx, wallet.PostParams{
+	a := job.Args
+	t, settled, err := w.wallet.CreditSettlingTx(ctx, tx, wallet.PostParams{
 		PlayerID:       o.PlayerID,
 		Currency:       wallet.Mana,
 		Amount:         o.Mana,
@@ -177,7 +231,17 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	if err != nil {
 		return OutcomeError, fmt.Errorf("fulfillment: credit order %d: %w", o.ID, err)
 	}
+	p := &Payment{Provider: a.Provider, PaymentID: a.paymentID(), OrderID: o.ID, PlayerID: o.PlayerID, EventID: a.EventID,
+		Amount: a.PaidAmount, Currency: o.Currency, ManaMinted: o.Mana, Status: PaymentApplied}
+	if err := insertPayment(ctx, tx, p); err != nil {
+		return OutcomeError, err
+	}
 	if err := markFulfilled(ctx, tx, o.ID, t.ID, w.now()); err != nil {
+		return OutcomeError, err
+	}
+	// Refunds or disputes that arrived before the payment were recorded
+	// then; the payment mints, and is clawed back at once.
+	if _, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment"); err != nil {
 		return OutcomeError, err
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
@@ -187,6 +251,6 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 		return OutcomeError, fmt.Errorf("fulfillment: commit order %d: %w", o.ID, err)
 	}
 	w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
-		"wallet_transaction_id", t.ID, "replayed", t.Replayed)
+		"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
 	return OutcomeFulfilled, nil
 }

@@ -32,6 +32,10 @@ type Options struct {
 	// Concurrency is how many batches may run at once (default 2): one
 	// commits while the next gathers, and each holds one connection.
 	Concurrency int
+	// OnQueued, when set, is called by every Do once its input is queued,
+	// with the number of inputs waiting for a batch then: an explicit
+	// signal ("N callers are queued") for tests, instead of sleeping.
+	OnQueued func(waiting int)
 }
 
 // Batcher collects concurrent Do calls into batches run by fn.
@@ -69,11 +73,15 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	c := &call[In, Out]{in: in, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
+	waiting := len(b.queue)
 	if b.running < b.opts.Concurrency {
 		b.running++
 		go b.run()
 	}
 	b.mu.Unlock()
+	if b.opts.OnQueued != nil {
+		b.opts.OnQueued(waiting)
+	}
 	select {
 	case <-c.done:
 		return c.out, c.err

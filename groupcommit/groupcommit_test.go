@@ -13,8 +13,11 @@ import (
 	"github.com/fibe-dev/billing/groupcommit"
 )
 
-// recorder is a Func that doubles its inputs slowly and records the batches.
+// recorder is a Func that doubles its inputs and records the batches. With
+// a gate, every batch waits for it to close (a commit that callers queue
+// behind).
 type recorder struct {
+	gate     chan struct{}
 	mu       sync.Mutex
 	sizes    []int
 	inFlight atomic.Int32
@@ -30,7 +33,9 @@ func (r *recorder) fn(_ context.Context, in []int) ([]int, []error, error) {
 			break
 		}
 	}
-	time.Sleep(2 * time.Millisecond) // a commit: callers queue meanwhile
+	if r.gate != nil {
+		<-r.gate
+	}
 	r.mu.Lock()
 	r.sizes = append(r.sizes, len(in))
 	r.mu.Unlock()
@@ -45,17 +50,46 @@ func (r *recorder) fn(_ context.Context, in []int) ([]int, []error, error) {
 	return out, errs, nil
 }
 
+// queuedAfter returns an OnQueued hook and a channel closed once n inputs
+// have been queued.
+func queuedAfter(n int32) (func(int), <-chan struct{}) {
+	var arrived atomic.Int32
+	all := make(chan struct{})
+	return func(int) {
+		if arrived.Add(1) == n {
+			close(all)
+		}
+	}, all
+}
+
+// wait fails the test (from its own goroutine) unless ch closes in time.
+func wait(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "timed out waiting: "+what)
+	}
+}
+
+// TestConcurrentCallersShareBatchesAndGetTheirOwnResults holds the first
+// batches open until all n callers are queued (the OnQueued hook says so),
+// then lets them run: the callers queued behind them go together in full
+// batches, and each gets its own result.
 func TestConcurrentCallersShareBatchesAndGetTheirOwnResults(t *testing.T) {
 	t.Parallel()
-	var r recorder
-	b := groupcommit.New(r.fn, groupcommit.Options{MaxBatch: 16, Concurrency: 2})
 	const n = 400
+	r := recorder{gate: make(chan struct{})}
+	onQueued, allQueued := queuedAfter(n)
+	b := groupcommit.New(r.fn, groupcommit.Options{MaxBatch: 16, Concurrency: 2, OnQueued: onQueued})
 	var wg sync.WaitGroup
 	got := make([]int, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() { got[i], errs[i] = b.Do(t.Context(), i) })
 	}
+	wait(t, allQueued, "every caller queued")
+	close(r.gate)
 	wg.Wait()
 	for i := range n {
 		if i%7 == 0 {
@@ -73,9 +107,10 @@ func TestConcurrentCallersShareBatchesAndGetTheirOwnResults(t *testing.T) {
 		biggest = max(biggest, s)
 	}
 	require.Equal(t, n, total, "every input runs in exactly one batch")
-	require.LessOrEqual(t, biggest, 16, "MaxBatch")
-	require.Greater(t, biggest, 1, "callers that queue behind a running batch go together")
-	require.Less(t, len(r.sizes), n, "fewer batches than callers")
+	require.Equal(t, 16, biggest, "callers queued behind running batches go together, up to MaxBatch")
+	// At most two batches ran before the others queued; every later one
+	// found at least 16 waiting but the last.
+	require.LessOrEqual(t, len(r.sizes), 2+(n+15)/16, "batches %v", r.sizes)
 	require.LessOrEqual(t, r.maxSeen.Load(), int32(2), "Concurrency")
 }
 
@@ -97,7 +132,6 @@ func TestBatchErrorFailsEveryCaller(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("commit failed")
 	b := groupcommit.New(func(context.Context, []string) ([]int, []error, error) {
-		time.Sleep(time.Millisecond)
 		return nil, nil, boom
 	}, groupcommit.Options{Concurrency: 1})
 	var wg sync.WaitGroup
@@ -133,21 +167,28 @@ func TestWrongResultCountAndPanicAreErrorsNotHangs(t *testing.T) {
 
 func TestCallerContextEndsTheWaitNotTheBatch(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	var ran atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	ran := make(chan error, 1) // the batch's ctx.Err() and how many it ran
+	var size atomic.Int32
 	b := groupcommit.New(func(ctx context.Context, in []int) ([]int, []error, error) {
+		close(started)
 		<-release
-		ran.Add(int32(len(in)))
-		require.NoError(t, ctx.Err(), "the batch does not inherit a caller's cancellation")
+		size.Store(int32(len(in)))
+		ran <- ctx.Err()
 		return in, make([]error, len(in)), nil
 	}, groupcommit.Options{Concurrency: 1})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { _, err := b.Do(ctx, 1); done <- err }()
-	time.Sleep(10 * time.Millisecond)
+	wait(t, started, "the batch started")
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	close(release)
-	require.Eventually(t, func() bool { return ran.Load() == 1 }, 5*time.Second, time.Millisecond,
-		"the abandoned input still runs: callers must be idempotent")
+	select {
+	case err := <-ran:
+		require.NoError(t, err, "the batch does not inherit a caller's cancellation")
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the abandoned input never ran")
+	}
+	require.Equal(t, int32(1), size.Load(), "the abandoned input still runs: callers must be idempotent")
 }

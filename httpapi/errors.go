@@ -2,13 +2,16 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/idempotency"
+	"github.com/fibe-dev/billing/internal/problem"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/playground"
 	"github.com/fibe-dev/billing/wallet"
@@ -16,13 +19,7 @@ import (
 
 // Problem is an application/problem+json body (RFC 9457) with a stable
 // machine-readable code.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Code   string `json:"code"`
-	Detail string `json:"detail,omitempty"`
-}
+type Problem = problem.Problem
 
 // Stable error codes of the API.
 const (
@@ -38,7 +35,22 @@ const (
 	CodeBodyTooLarge          = "body_too_large"
 	CodeInternal              = "internal"
 	CodeMethodNotAllowed      = "method_not_allowed"
+	CodeProviderUnavailable   = "provider_unavailable"
+	CodeProviderDown          = "provider_down"
+	CodeProviderRejected      = "provider_rejected"
+	CodeCheckoutMisconfigured = "checkout_misconfigured"
+	CodeBodyIncomplete        = "incomplete_body"
+	CodeBodyTimeout           = "body_timeout"
+	CodeUnsupportedMediaType  = "unsupported_media_type"
+	CodeRateLimited           = "rate_limited"
+	CodeHeadersTooLarge       = "headers_too_large"
+	CodeTimeout               = "timeout"
+	CodeOutstandingDebt       = "outstanding_debt"
 )
+
+// inUseRetryAfter is the Retry-After of a 409 idempotency_key_in_use: the
+// first request is still running, and most finish well within a second.
+const inUseRetryAfter = time.Second
 
 // apiError is an error that already knows its answer (validation of the
 // request itself).
@@ -66,7 +78,12 @@ var errNotFound = &apiError{status: http.StatusNotFound, code: CodeNotFound, det
 // other 4xx answer). A Marquee that is not funded is 402 Payment Required.
 func statusOf(err error) (status int, code, detail string) {
 	var ae *apiError
+	var debt *wallet.OutstandingDebtError
 	switch {
+	case errors.As(err, &debt):
+		// Before insufficient_balance: buying Mana settles the debt first.
+		return http.StatusConflict, CodeOutstandingDebt,
+			fmt.Sprintf("the player owes %d Mana after a refund or chargeback; a purchase settles it first", debt.Mana)
 	case errors.As(err, &ae):
 		return ae.status, ae.code, ae.detail
 	case errors.Is(err, players.ErrUnauthorized):
@@ -86,6 +103,10 @@ func statusOf(err error) (status int, code, detail string) {
 		return http.StatusBadRequest, CodeIdempotencyKeyInvalid, "Idempotency-Key must be 1 to 255 printable ASCII characters, quoted or bare"
 	case errors.Is(err, idempotency.ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body too large"
+	case errors.Is(err, idempotency.ErrBodyTimeout):
+		return http.StatusRequestTimeout, CodeBodyTimeout, "the request body did not arrive in time; nothing was done"
+	case errors.Is(err, idempotency.ErrBodyIncomplete):
+		return http.StatusBadRequest, CodeBodyIncomplete, "the request body ended early; nothing was done"
 	case errors.Is(err, wallet.ErrInvalidAmount):
 		return http.StatusBadRequest, CodeInvalidAmount, "amounts must be positive integers"
 	case errors.Is(err, wallet.ErrOverflow):
@@ -98,10 +119,28 @@ func statusOf(err error) (status int, code, detail string) {
 		return http.StatusBadRequest, "unknown_sku", "no such SKU"
 	case errors.Is(err, fulfillment.ErrUnknownProvider):
 		return http.StatusBadRequest, "unknown_provider", "provider must be stripe, paddle or creem"
+	case errors.Is(err, checkout.ErrProviderUnavailable):
+		return http.StatusUnprocessableEntity, CodeProviderUnavailable, "this payment provider is not available: it has no API key configured"
+	case errors.Is(err, checkout.ErrProviderDown):
+		return http.StatusServiceUnavailable, CodeProviderDown, "the payment provider is not answering; retry with the same Idempotency-Key after Retry-After"
+	case errors.Is(err, checkout.ErrProviderRejected):
+		return http.StatusBadGateway, CodeProviderRejected, rejectedDetail(err)
+	case errors.Is(err, checkout.ErrPriceMismatch), errors.Is(err, checkout.ErrNotConfigured):
+		return http.StatusInternalServerError, CodeCheckoutMisconfigured, "this SKU is misconfigured at the payment provider; nothing was charged"
+	case errors.Is(err, fulfillment.ErrCheckoutKeyReused):
+		return http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "this Idempotency-Key was used for a different request"
 	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, "timeout", "the request took too long; retry with the same Idempotency-Key"
+		return http.StatusServiceUnavailable, CodeTimeout, "the request took too long; retry with the same Idempotency-Key"
 	}
 	return http.StatusInternalServerError, CodeInternal, "internal error; retry with the same Idempotency-Key"
+}
+
+// rejectedDetail is the provider's own message for a refused checkout.
+func rejectedDetail(err error) string {
+	if re, ok := errors.AsType[*checkout.RejectedError](err); ok {
+		return re.Provider + " rejected the checkout: " + re.Message
+	}
+	return "the payment provider rejected the checkout"
 }
 
 // writeError answers err as problem+json; 5xx causes are logged, not shown.
@@ -119,14 +158,13 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="billing"`)
 	}
-	writeProblem(w, status, code, detail)
-}
-
-func writeProblem(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
-		Code: code, Detail: detail})
+	if down, ok := errors.AsType[*checkout.DownError](err); ok {
+		problem.SetRetryAfter(w, max(down.RetryAfter, time.Second))
+	}
+	if code == CodeIdempotencyKeyInUse {
+		problem.SetRetryAfter(w, inUseRetryAfter)
+	}
+	problem.Write(w, status, code, detail)
 }
 
 // unmatched answers a request no route matched (the mux's 404, or its 405
@@ -147,7 +185,7 @@ func (u *unmatched) WriteHeader(status int) {
 		code, detail = CodeMethodNotAllowed, "method not allowed on this route; see the Allow header"
 	}
 	u.Header().Del("X-Content-Type-Options")
-	writeProblem(u.ResponseWriter, status, code, detail)
+	problem.Write(u.ResponseWriter, status, code, detail)
 }
 
 // Write drops the mux's text body: WriteHeader wrote the problem.

@@ -19,8 +19,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
@@ -53,6 +57,8 @@ type env struct {
 	cfg     *config.Config
 	river   *jobs.Client
 	wallets *wallet.Store
+	// fake plays Stripe, Paddle and Creem for checkouts.
+	fake *providerfake.Server
 }
 
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
@@ -67,26 +73,45 @@ func newEnvWith(t *testing.T, configure func(*config.Config)) *env {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(), Plans: config.DefaultPlans()}
+	fake := fakeProviders(t, cfg)
 	if configure != nil {
 		configure(cfg)
 	}
-	e := &env{t: t, pool: pool, cfg: cfg, clock: &clock{t: time.Now().UTC()},
+	e := &env{t: t, pool: pool, cfg: cfg, clock: &clock{t: time.Now().UTC()}, fake: fake,
 		wallets: wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})}
 	e.river, err = jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
+	checkouts := checkout.NewService(checkout.Options{Openers: checkout.OpenersFromConfig(cfg, nil), SKUs: cfg.SKUs,
+		SuccessURL: "https://example.test/ok", CancelURL: "https://example.test/cancel", Logger: quiet,
+		Retry: checkout.Retry{Budget: time.Second, BaseDelay: 10 * time.Millisecond, RetryAfter: 2 * time.Second}})
 	s, err := New(Options{Pool: pool, River: e.river, Config: cfg, Logger: quiet,
-		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now})
+		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now, Checkouts: checkouts})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	return e
 }
 
+// fakeProviders points cfg's three providers at one recording fake, with
+// a Creem product priced like each SKU.
+func fakeProviders(t *testing.T, cfg *config.Config) *providerfake.Server {
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	cfg.StripeSecretKey, cfg.StripeAPIURL = "sk_test_env", fake.URL
+	cfg.PaddleAPIKey, cfg.PaddleAPIURL = "pdl_test_env", fake.URL
+	cfg.CreemAPIKey, cfg.CreemAPIURL = "creem_test_env", fake.URL
+	for name, sku := range cfg.SKUs {
+		sku.CreemProductID = "prod_" + name
+		cfg.SKUs[name] = sku
+		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+	}
+	return fake
+}
+
 // startWorker works the env's jobs (no periodic jobs) with the env's clock.
 func (e *env) startWorker() {
 	e.t.Helper()
-	workers, _, err := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
-	require.NoError(e.t, err)
+	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
 	small := river.QueueConfig{MaxWorkers: 4}
 	client, err := jobs.NewClient(e.pool, jobs.Options{Logger: quiet, Workers: workers, ID: e.t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},
@@ -189,11 +214,10 @@ func (e *env) count(sql string, args ...any) int {
 	return n
 }
 
+// requireAuditClean runs the full audit: every invariant.
 func (e *env) requireAuditClean() {
 	e.t.Helper()
-	rep, err := wallet.Audit(context.Background(), e.pool, wallet.AuditOptions{})
-	require.NoError(e.t, err)
-	require.True(e.t, rep.Clean(), rep.String())
+	audittest.RequireClean(e.t, e.pool, audit.Options{})
 }
 
 func idStr(id int64) string { return strconv.FormatInt(id, 10) }

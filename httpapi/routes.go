@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/fibe-dev/billing/checkout"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -10,6 +11,9 @@ import (
 func (s *Server) mountRoutes() error {
 	s.mux.Handle("POST /webhooks/{provider}", s.webhooks())
 	s.mountV1()
+	if s.opts.DevCheckout != nil {
+		s.mux.Handle(checkout.SimulatedPath, s.opts.DevCheckout)
+	}
 	return nil
 }
 

@@ -100,6 +100,11 @@ func (a *api) createConversion(w http.ResponseWriter, r *http.Request, tx pgx.Tx
 	if body.Mana <= 0 {
 		return badRequest(CodeInvalidAmount, "mana must be a positive integer")
 	}
+	// A player who owes Mana (a refund or chargeback took back more than
+	// the wallet held) may buy, not convert: checked before the balance.
+	if err := wallet.CheckNoDebt(r.Context(), tx, player); err != nil {
+		return err
+	}
 	conv, err := a.wallets.ConvertTx(r.Context(), tx, wallet.ConvertParams{
 		PlayerID: player, Mana: body.Mana, IdempotencyKey: derivedKey(r, player, "conversion"),
 	})

@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzParseKey checks the documented rule of the Idempotency-Key parser
-// (DESIGN.md, ParseKey): a key is 1 to 255 printable ASCII characters
+// (docs/contract.md, ParseKey): a key is 1 to 255 printable ASCII characters
 // (0x20-0x7e), sent bare or as a structured-field string ("quoted", with
 // \" and \\ escapes); both forms name the same key; surrounding whitespace
 // is not part of either form. Everything else is ErrInvalidKey.

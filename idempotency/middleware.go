@@ -3,18 +3,21 @@ package idempotency
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/fibe-dev/billing/internal/problem"
 )
 
 // HeaderKey is the request header carrying the key; HeaderReplayed marks a
@@ -46,7 +49,8 @@ type Options struct {
 	// PlayerID scopes keys: it returns the authenticated player of r.
 	PlayerID func(r *http.Request) (int64, bool)
 	// WriteError renders the middleware's own refusals (ErrInvalidKey,
-	// ErrInUse, ErrReused, ErrBodyTooLarge) and internal errors.
+	// ErrInUse, ErrReused, ErrBodyTooLarge, ErrBodyIncomplete,
+	// ErrBodyTimeout) and internal errors.
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
 	Now        func() time.Time
 	Logger     *slog.Logger
@@ -106,19 +110,21 @@ func (m *Middleware) Wrap(h HandlerFunc) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc) {
+	m.serveWith(w, r, func(w http.ResponseWriter, r *http.Request, claim *Claim) { m.run(w, r, h, claim) })
+}
+
+// serveWith checks the request's key and calls run, with the claim (nil
+// without a key), unless the key answers by itself (replay, in use, reused).
+func (m *Middleware) serveWith(w http.ResponseWriter, r *http.Request, run func(http.ResponseWriter, *http.Request, *Claim)) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBodyBytes))
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			err = ErrBodyTooLarge
-		}
-		m.opts.WriteError(w, r, err)
+		m.opts.WriteError(w, r, bodyError(err))
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	raw, hasKey := r.Header[http.CanonicalHeaderKey(HeaderKey)]
 	if !hasKey {
-		m.run(w, r, h, nil)
+		run(w, r, nil)
 		return
 	}
 	key, err := ParseKey(raw[0])
@@ -146,7 +152,38 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc
 		writeResponse(w, look.Replay, true)
 	default:
 		requestsTotal.WithLabelValues("miss").Inc()
-		m.run(w, r, h, look.Claim)
+		run(w, r, look.Claim)
+	}
+}
+
+// bodyError classifies a failed body read. Every such failure is the
+// client's (too large, cut short, too slow): none may count as a 5xx, or any
+// client could trip the server-error alert.
+func bodyError(err error) error {
+	var tooLarge *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return ErrBodyTooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Errorf("%w: %w", ErrBodyTimeout, err)
+	default:
+		return fmt.Errorf("%w: %w", ErrBodyIncomplete, err)
+	}
+}
+
+// releaseTimeout bounds the release of a claim. The release runs on a
+// context of its own: the request's may already be past its deadline (that
+// is often why the claim is being released), and a release that fails
+// leaves the key answering 409 until the claim goes stale.
+const releaseTimeout = 5 * time.Second
+
+func (m *Middleware) release(ctx context.Context, claim *Claim) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := m.store.Release(ctx, claim); err != nil {
+		// The claim stays running; it is taken over once stale.
+		m.opts.Logger.WarnContext(ctx, "idempotency: release failed", "key_id", claim.ID, "error", err)
 	}
 }
 
@@ -160,10 +197,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h HandlerFunc, 
 	resp, err := m.runTx(ctx, r.WithContext(ctx), h, claim)
 	if err != nil || resp.Status >= 500 || resp.Status == http.StatusTooManyRequests {
 		if claim != nil && !errors.Is(err, ErrInUse) {
-			if rerr := m.store.Release(ctx, claim); rerr != nil {
-				// The claim stays running; it is taken over once stale.
-				m.opts.Logger.WarnContext(ctx, "idempotency: release failed", "key_id", claim.ID, "error", rerr)
-			}
+			m.release(ctx, claim)
 		}
 	}
 	if err != nil {
@@ -192,7 +226,7 @@ func (m *Middleware) runTx(ctx context.Context, r *http.Request, h HandlerFunc, 
 			if p := recover(); p != nil {
 				_ = tx.Rollback(context.WithoutCancel(ctx))
 				if claim != nil {
-					_ = m.store.Release(context.WithoutCancel(ctx), claim)
+					m.release(ctx, claim)
 				}
 				panic(p)
 			}
@@ -265,14 +299,15 @@ func defaultWriteError(w http.ResponseWriter, _ *http.Request, err error) {
 		status, code = http.StatusBadRequest, "invalid_idempotency_key"
 	case errors.Is(err, ErrInUse):
 		status, code = http.StatusConflict, "idempotency_key_in_use"
+		problem.SetRetryAfter(w, time.Second)
 	case errors.Is(err, ErrReused):
 		status, code = http.StatusUnprocessableEntity, "idempotency_key_reused"
 	case errors.Is(err, ErrBodyTooLarge):
 		status, code = http.StatusRequestEntityTooLarge, "body_too_large"
+	case errors.Is(err, ErrBodyTimeout):
+		status, code = http.StatusRequestTimeout, "body_timeout"
+	case errors.Is(err, ErrBodyIncomplete):
+		status, code = http.StatusBadRequest, "incomplete_body"
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": http.StatusText(status), "status": status, "code": code, "detail": err.Error(),
-	})
+	problem.Write(w, status, code, err.Error())
 }

@@ -13,7 +13,10 @@
 //     "completed" with the response. The effect and its cached response
 //     therefore commit atomically: a crash leaves neither or both.
 //  3. A 5xx, a panic or a failed commit rolls the mutation back and deletes
-//     the running claim, so a retry runs again from scratch.
+//     the running claim, so a retry runs again from scratch. The delete runs
+//     on a short context of its own: the request's may have expired (often
+//     the very reason for the 5xx), and a claim left behind would answer
+//     409 until it went stale.
 //
 // A claim whose holder died (its process crashed between the steps) is taken
 // over once its lock is older than a timeout. A live holder keeps the row
@@ -53,6 +56,10 @@ var (
 	ErrInUse        = errors.New("idempotency: key is in use by a request that is still running")
 	ErrReused       = errors.New("idempotency: key was used for a different request")
 	ErrBodyTooLarge = errors.New("idempotency: request body too large")
+	// ErrBodyIncomplete and ErrBodyTimeout are a body the client cut short
+	// or sent too slowly: the client's fault (4xx), not the server's.
+	ErrBodyIncomplete = errors.New("idempotency: request body ended early")
+	ErrBodyTimeout    = errors.New("idempotency: request body timed out")
 	// ErrNoPlayer means the middleware ran on an unauthenticated request: a
 	// wiring bug, answered as a 500.
 	ErrNoPlayer = errors.New("idempotency: no authenticated player on the request")

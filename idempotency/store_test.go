@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/idempotency"
+	"github.com/fibe-dev/billing/internal/testdb"
 )
 
 func TestParseKey(t *testing.T) {
@@ -56,9 +57,7 @@ func TestStaleClaimIsTakenOver(t *testing.T) {
 	require.Equal(t, 1, f.effects(t))
 
 	// The dead holder, should it wake up, has lost its claim.
-	tx, err := f.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
+	tx := testdb.Begin(t, f.pool)
 	require.ErrorIs(t, f.mw.Store().Lock(ctx, tx, dead.Claim), idempotency.ErrInUse)
 	require.ErrorIs(t, f.mw.Store().Complete(ctx, tx, dead.Claim, &idempotency.Response{Status: 200}, f.clock.Now()), idempotency.ErrInUse)
 	require.NoError(t, f.mw.Store().Release(ctx, dead.Claim))
@@ -129,9 +128,7 @@ func TestReaperRemovesOnlyKeysOlderThan24h(t *testing.T) {
 	}
 	worker := &idempotency.ReapWorker{Store: f.mw.Store(), Now: f.clock.Now}
 	tw := rivertest.NewWorker(t, riverpgxv5.New(f.pool), &river.Config{}, worker)
-	tx, err := f.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
+	tx := testdb.Begin(t, f.pool)
 	res, err := tw.Work(ctx, t, tx, idempotency.ReapArgs{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, river.EventKindJobCompleted, res.EventKind)

@@ -19,13 +19,18 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
 )
 
 // Queue names. Money paths get their own queues so a flood of one kind of
-// work cannot starve the other.
+// work cannot starve the other. Each is defined once, by the domain whose
+// jobs insert into it (their InsertOpts), and only named here, so the
+// worker's queue configuration cannot drift from where jobs are sent.
 const (
-	QueueFunding     = "funding"
-	QueueFulfillment = "fulfillment"
+	QueueFunding     = enforcer.QueueFunding
+	QueueFulfillment = fulfillment.QueueFulfillment
 	QueueDefault     = river.QueueDefault
 )
 

@@ -12,6 +12,8 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/idempotency"
 	"github.com/fibe-dev/billing/playground"
+	"github.com/fibe-dev/billing/reconcile"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // Deps are what the domain workers need.
@@ -26,28 +28,42 @@ type Deps struct {
 // Registry builds the worker bundle and the periodic jobs of the worker
 // process. Every process that may win leader election must build the same
 // periodic jobs, so this is the only place they are declared.
-func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob, error) {
+func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if deps.Config == nil {
+		deps.Config = config.Default()
+	}
+	cfg := deps.Config
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &NoopWorker{})
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
-		Pool: deps.Pool, SparksPerMana: sparksPerMana(deps.Config), Logger: deps.Logger, Now: deps.Now}))
+		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now,
+		Refunders: refunders(cfg)}))
+	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{
+		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now}))
 	playground.AddWorkers(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now})
 	river.AddWorker(workers, &idempotency.ReapWorker{Store: idempotency.NewStore(deps.Pool, 0), Now: deps.Now})
 	periodic := []*river.PeriodicJob{idempotency.PeriodicReap()}
-	enforcerPeriodic, err := enforcer.Register(workers, deps.Pool, deps.Config, deps.Now, deps.Logger)
-	if err != nil {
-		return nil, nil, err
+	schedule := cfg.EnforcerSchedule
+	if schedule == nil { // a Config built by hand (tests) has no parsed schedule
+		schedule = config.Default().EnforcerSchedule
 	}
-	periodic = append(periodic, enforcerPeriodic...)
-	return workers, periodic, nil
+	w := wallet.New(deps.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
+	periodic = append(periodic, enforcer.Register(workers, deps.Pool, w, enforcer.Options{TZ: cfg.ServiceDayTZ,
+		Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead, Complete: cfg.BatchComplete}, schedule)...)
+	periodic = append(periodic, reconcile.Register(workers, deps.Pool, cfg, deps.Now, deps.Logger)...)
+	return workers, periodic
 }
 
-func sparksPerMana(cfg *config.Config) int64 {
-	if cfg == nil {
-		return 0 // the wallet's default
+// refunders are the provider refund APIs configured: Stripe's when its
+// secret key is set.
+func refunders(cfg *config.Config) map[string]fulfillment.Refunder {
+	if cfg == nil || cfg.StripeSecretKey == "" {
+		return nil
 	}
-	return cfg.SparksPerMana
+	return map[string]fulfillment.Refunder{
+		fulfillment.ProviderStripe: fulfillment.NewStripeRefunder(cfg.StripeSecretKey, cfg.StripeAPIURL),
+	}
 }

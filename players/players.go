@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // keyPrefix makes keys recognisable in logs and secret scanners.
@@ -29,11 +30,8 @@ var (
 	ErrInvalidName = errors.New("players: name must be 1 to 200 characters")
 )
 
-// DB is what this package needs of a pool or a transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Player is an account holder.
 type Player struct {

@@ -20,14 +20,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/names"
 )
 
 // Statuses.
@@ -39,6 +39,9 @@ const (
 // DefaultName names a playground created without one.
 const DefaultName = "playground"
 
+// MaxNameLength bounds a playground's name, in characters.
+const MaxNameLength = 200
+
 // Errors. An operation on a Marquee that is not funded returns
 // enforcer.ErrNotFunded; another player's Marquee, enforcer.ErrNotFound.
 var (
@@ -47,11 +50,8 @@ var (
 	ErrInvalidName = errors.New("playground: name must be 1 to 200 printable characters")
 )
 
-// DB is a *pgxpool.Pool or a pgx.Tx.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DB is a pool, a connection or a transaction (the one DB interface).
+type DB = dbtx.DB
 
 // Playground is a workload on a Marquee. Its JSON is the API's shape.
 type Playground struct {
@@ -108,7 +108,7 @@ func CreateTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], p Cr
 	if name == "" {
 		name = DefaultName
 	}
-	if utf8.RuneCountInString(name) > 200 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if !names.Valid(name, MaxNameLength) {
 		return nil, ErrInvalidName
 	}
 	if _, err := enforcer.RequireFunded(ctx, tx, p.PlayerID, p.MarqueeID, now); err != nil {

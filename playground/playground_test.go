@@ -59,9 +59,7 @@ func newFixture(t *testing.T, funded bool) *fixture {
 func (f *fixture) inTx(t *testing.T, fn func(tx pgx.Tx) error) error {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := f.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
+	tx := testdb.Begin(t, f.pool)
 	if err := fn(tx); err != nil {
 		return err
 	}

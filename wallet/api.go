@@ -1,7 +1,7 @@
 package wallet
 
 // This file is the wallet's public contract, fixed first so that the
-// enforcer, fulfilment and API work could be written against it in
+// enforcer, fulfillment and API work could be written against it in
 // parallel. Implementations live in the other files of the package.
 
 import (

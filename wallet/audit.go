@@ -35,7 +35,7 @@ type AuditProgress struct {
 
 // Violation is one broken invariant, with the ids to look at.
 type Violation struct {
-	Invariant     int    `json:"invariant"` // 1..3, as numbered in DESIGN.md
+	Invariant     int    `json:"invariant"` // 1..3, as numbered in docs/contract.md
 	Check         string `json:"check"`
 	WalletID      int64  `json:"wallet_id,omitempty"`
 	TransactionID int64  `json:"transaction_id,omitempty"`
@@ -116,7 +116,7 @@ func (a *auditor) add(v Violation) {
 	}
 }
 
-// Audit checks invariants 1-3 of DESIGN.md over the database (or one
+// Audit checks invariants 1-3 of docs/contract.md over the database (or one
 // player) in one REPEATABLE READ snapshot, so concurrent posts cannot show
 // up half-applied. Every check is a SQL aggregation over a bounded id range
 // whose only output rows are violations: memory stays flat however large

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // PostManyTx applies ps inside the caller's transaction, each exactly as
@@ -216,7 +218,7 @@ func sendPosts(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []
 }
 
 // lookupMany returns the stored transactions of keys, by key.
-func lookupMany(ctx context.Context, q querier, keys []string) (map[string]*Transaction, error) {
+func lookupMany(ctx context.Context, q dbtx.DB, keys []string) (map[string]*Transaction, error) {
 	out := map[string]*Transaction{}
 	if len(keys) == 0 {
 		return out, nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Suffixes of the two child keys a conversion derives from its parent key.
@@ -84,7 +86,7 @@ func (s *Store) rescueConversion(ctx context.Context, tx pgx.Tx, debit, credit l
 	if !errors.Is(err, errKeyTaken) && !errors.Is(err, errRefused) && !errors.Is(err, ErrOverflow) {
 		return nil, err
 	}
-	var q querier = s.pool
+	var q dbtx.DB = s.pool
 	if tx != nil {
 		q = tx
 	}
@@ -107,7 +109,7 @@ func (s *Store) rescueConversion(ctx context.Context, tx pgx.Tx, debit, credit l
 
 // lookupPair returns the stored pair for a conversion's legs as a replay,
 // nil when neither exists, and refuses a parent key reused differently.
-func lookupPair(ctx context.Context, q querier, debit, credit leg) (*Conversion, error) {
+func lookupPair(ctx context.Context, q dbtx.DB, debit, credit leg) (*Conversion, error) {
 	rows, err := q.Query(ctx, `SELECT `+txColumns+` FROM wallet_transactions WHERE idempotency_key IN ($1, $2)`,
 		debit.key, credit.key)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // pairSQL is a conversion in one statement: both legs' key check, the
@@ -63,7 +65,7 @@ func pairArgs(debit, credit leg) []any {
 // in tx under a savepoint pipelined with it (one round trip either way).
 // It returns the rows (Replayed set on stored ones); none is a refusal
 // (errRefused).
-func applyPair(ctx context.Context, q querier, tx pgx.Tx, debit, credit leg) ([]*Transaction, error) {
+func applyPair(ctx context.Context, q dbtx.DB, tx pgx.Tx, debit, credit leg) ([]*Transaction, error) {
 	if tx == nil {
 		rows, err := q.Query(ctx, pairSQL, pairArgs(debit, credit)...)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -53,8 +54,7 @@ func TestConvert(t *testing.T) {
 	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
 
 	// Inside a caller's transaction.
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
+	tx := testdb.Begin(t, pool)
 	inTx, err := s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: "conv:3"})
 	require.NoError(t, err)
 	_, err = s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 1000, IdempotencyKey: "conv:4"})

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // defaultAccounts is the system account on the other side of each known kind.
@@ -21,13 +23,6 @@ var defaultAccounts = map[Kind]string{
 
 // accountWallet is the ledger account name of every player wallet entry.
 const accountWallet = "wallet"
-
-// querier is what both a pool and a transaction offer.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // leg is a validated post: the signed amount and the resolved account.
 type leg struct {
@@ -120,7 +115,7 @@ func scanTx(row pgx.Row) (*Transaction, error) {
 }
 
 // lookup returns the transaction stored under key, or nil.
-func lookup(ctx context.Context, q querier, key string) (*Transaction, error) {
+func lookup(ctx context.Context, q dbtx.DB, key string) (*Transaction, error) {
 	t, err := scanTx(q.QueryRow(ctx, `SELECT `+txColumns+` FROM wallet_transactions WHERE idempotency_key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -243,7 +238,7 @@ var errRefused = errors.New("wallet: refused")
 
 // applyFolded runs l's folded statement on the pool in autocommit: one
 // round trip, a replay included.
-func applyFolded(ctx context.Context, q querier, l leg) (*Transaction, error) {
+func applyFolded(ctx context.Context, q dbtx.DB, l leg) (*Transaction, error) {
 	sql, args := l.foldedSQL()
 	t, err := scanFolded(q.QueryRow(ctx, sql, args...))
 	if err != nil && !errors.Is(err, errRefused) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -130,8 +131,7 @@ func TestKeyReusedWithOtherParamsWritesNothing(t *testing.T) {
 		require.Equal(t, field, kr.Field)
 		require.Equal(t, orig.IdempotencyKey, kr.Key)
 
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
+		tx := testdb.Begin(t, pool)
 		_, err = s.PostTx(ctx, tx, reused)
 		require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused, field)
 		require.NoError(t, tx.Commit(ctx))
@@ -159,8 +159,7 @@ func TestRefusedDebitRunsAgainAfterTopUp(t *testing.T) {
 	fund(t, s, p, wallet.Sparks, 40)
 	_, err = s.Debit(ctx, funding)
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance, "not enough")
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
+	tx := testdb.Begin(t, pool)
 	_, err = s.DebitTx(ctx, tx, funding)
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance, "not enough, in a caller's transaction")
 	require.NoError(t, tx.Commit(ctx))
@@ -186,15 +185,13 @@ func TestPostTxFollowsTheCallersTransaction(t *testing.T) {
 	p := newPlayer(t, pool)
 	credit := wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 5, Kind: wallet.KindAdjustment, IdempotencyKey: "c1"}
 
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = s.CreditTx(ctx, tx, credit)
+	tx := testdb.Begin(t, pool)
+	_, err := s.CreditTx(ctx, tx, credit)
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions`), "rolled back with the caller")
 
-	tx, err = pool.Begin(ctx)
-	require.NoError(t, err)
+	tx = testdb.Begin(t, pool)
 	_, err = s.DebitTx(ctx, tx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1, Kind: wallet.KindFunding, IdempotencyKey: "d1"})
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
 	first, err := s.CreditTx(ctx, tx, credit)
@@ -216,8 +213,7 @@ func TestOverflowIsRefused(t *testing.T) {
 	fund(t, s, p, wallet.Sparks, math.MaxInt64)
 	_, err := s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: "o"})
 	require.ErrorIs(t, err, wallet.ErrOverflow)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
+	tx := testdb.Begin(t, pool)
 	_, err = s.CreditTx(ctx, tx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: "o"})
 	require.ErrorIs(t, err, wallet.ErrOverflow)
 	require.NoError(t, tx.Commit(ctx))

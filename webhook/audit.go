@@ -10,7 +10,7 @@ import (
 
 // Violation is one broken webhook invariant.
 type Violation struct {
-	Invariant int    `json:"invariant"` // 6, as numbered in DESIGN.md
+	Invariant int    `json:"invariant"` // 6, as numbered in docs/contract.md
 	Check     string `json:"check"`
 	Provider  string `json:"provider,omitempty"`
 	EventID   string `json:"event_id,omitempty"`
@@ -31,7 +31,7 @@ type AuditOptions struct {
 }
 
 // auditChecks are invariant 6 ("one webhook_events row per (provider,
-// event id); every claimed fulfilment event has its River job") as queries
+// event id); every claimed fulfillment event has its River job") as queries
 // whose only rows are violations. One row per event is the UNIQUE
 // constraint; the job checks are what a broken claim transaction would leave.
 var auditChecks = []struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -119,7 +120,7 @@ func TestConcurrentDeliveriesShareBatches(t *testing.T) {
 	byEvent := make([][]byte, events)
 	for i := range events {
 		o := e.order("mana_1000", provider(i))
-		byEvent[i] = webhook.CompletedEvent(provider(i), fmt.Sprintf("evt_batch_%d", i), o.ID, o.Amount, o.Currency)
+		byEvent[i] = devwebhook.CompletedEvent(provider(i), fmt.Sprintf("evt_batch_%d", i), o.ID, o.Amount, o.Currency)
 	}
 	for i := range events * copies {
 		bodies = append(bodies, byEvent[i%events])
@@ -177,7 +178,7 @@ func TestPoisonDeliveryFailsOnlyItself(t *testing.T) {
 	require.NoError(t, err)
 	pay := func(eventID string) []byte {
 		o := e.order("mana_1000", "stripe")
-		return webhook.CompletedEvent("stripe", eventID, o.ID, o.Amount, o.Currency)
+		return devwebhook.CompletedEvent("stripe", eventID, o.ID, o.Amount, o.Currency)
 	}
 	stripe := func(int) string { return "stripe" }
 
@@ -229,7 +230,7 @@ func TestMixedBatchClaimsOnlyPaymentsEnqueue(t *testing.T) {
 	g := newGate(1 + 2*len(acks) + 2)
 	e := newEnv(t, g.options)
 	o := e.order("mana_1000", "stripe")
-	payment := webhook.CompletedEvent("stripe", "evt_mixed_pay", o.ID, o.Amount, o.Currency)
+	payment := devwebhook.CompletedEvent("stripe", "evt_mixed_pay", o.ID, o.Amount, o.Currency)
 	stripe := func(int) string { return "stripe" }
 
 	first := make(chan answer)
@@ -292,7 +293,7 @@ func TestLoneDeliveryIsItsOwnBatch(t *testing.T) {
 		webhook.OnClaimBatch(o, func(ids []string) { mu.Lock(); sizes = append(sizes, len(ids)); mu.Unlock() })
 	})
 	o := e.order("mana_1000", fulfillment.ProviderCreem)
-	require.Equal(t, "claimed", e.deliver("creem", webhook.CompletedEvent("creem", "evt_lone", o.ID, 999, "usd")).status())
+	require.Equal(t, "claimed", e.deliver("creem", devwebhook.CompletedEvent("creem", "evt_lone", o.ID, 999, "usd")).status())
 	require.Equal(t, "completed", e.waitJobs(1)[0].State)
 	mu.Lock()
 	require.Equal(t, []int{1}, sizes)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/fulfillment"
 )
@@ -39,7 +40,7 @@ type hooks struct {
 	batch func(eventIDs []string)
 }
 
-// claim claims ev, and enqueues its fulfilment, in the next batch of
+// claim claims ev, and enqueues its fulfillment, in the next batch of
 // concurrent claims. It reports whether this delivery won. The wait is
 // bounded like a claim transaction, so a stuck database answers 503; the
 // batch may still commit the claim then, and the provider's retry is
@@ -126,7 +127,8 @@ func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
 	if p := ev.Payment; p != nil {
 		args[3], args[4], args[5] = p.OrderID, p.Amount, p.Currency
 	}
-	if ev.Payment == nil {
+	job := jobArgs(ev)
+	if job == nil {
 		// Nothing else to commit with it: a single autocommit statement.
 		return claimed(h.opts.Pool.QueryRow(ctx, claimSQL, args...))
 	}
@@ -139,7 +141,7 @@ func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
 	if err != nil || !won {
 		return false, err
 	}
-	if _, err = h.opts.River.InsertTx(ctx, tx, fulfilArgs(ev), nil); err != nil {
+	if _, err = h.opts.River.InsertTx(ctx, tx, job, nil); err != nil {
 		return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -160,12 +162,24 @@ func claimed(row pgx.Row) (bool, error) {
 	return true, nil
 }
 
-func fulfilArgs(ev *Event) fulfillment.FulfillOrderArgs {
-	return fulfillment.FulfillOrderArgs{
-		OrderID:      ev.Payment.OrderID,
-		EventID:      ev.ID,
-		Provider:     ev.Provider,
-		PaidAmount:   ev.Payment.Amount,
-		PaidCurrency: ev.Payment.Currency,
+// jobArgs is the job a won claim of ev enqueues in the claim's
+// transaction: a fulfilment for a completed payment, a reversal for a
+// refund or dispute, nil for an event we only acknowledge.
+func jobArgs(ev *Event) river.JobArgs {
+	switch {
+	case ev.Payment != nil:
+		return fulfillment.FulfillOrderArgs{
+			OrderID:      ev.Payment.OrderID,
+			EventID:      ev.ID,
+			Provider:     ev.Provider,
+			PaidAmount:   ev.Payment.Amount,
+			PaidCurrency: ev.Payment.Currency,
+			PaymentID:    ev.Payment.PaymentID,
+		}
+	case ev.Reversal != nil:
+		r := ev.Reversal
+		return fulfillment.ReversePaymentArgs{Provider: ev.Provider, EventID: ev.ID, PaymentID: r.PaymentID,
+			ReversalID: r.ReversalID, ReversalKind: r.Kind, State: r.State, Amount: r.Amount, Currency: r.Currency}
 	}
+	return nil
 }

@@ -16,7 +16,7 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigin
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING provider, event_id`
 
-// commitBatch claims the candidates of reqs and enqueues the fulfilment of
+// commitBatch claims the candidates of reqs and enqueues the fulfillment of
 // the won completed payments in one transaction: BEGIN pipelined with the
 // claim INSERT (one round trip), one InsertManyTx when a payment won, and
 // COMMIT. Claims alone (no payment among them) need no transaction: their
@@ -66,8 +66,8 @@ func claimArgs(reqs []claimReq, cands []int) (args []any, payments bool) {
 		providers[j], ids[j], types[j], payloads[j], ats[j] = r.ev.Provider, r.ev.ID, r.ev.Type, r.body, r.at
 		if p := r.ev.Payment; p != nil {
 			orders[j], amounts[j], currencies[j] = &p.OrderID, &p.Amount, &p.Currency
-			payments = true
 		}
+		payments = payments || jobArgs(r.ev) != nil
 	}
 	return []any{providers, ids, types, orders, amounts, currencies, payloads, ats}, payments
 }
@@ -105,13 +105,13 @@ func collectClaims(rows pgx.Rows, err error, n int) (map[claimKey]struct{}, erro
 	return claimed, nil
 }
 
-// fulfilJobs are the fulfil_order jobs of the won completed payments.
+// fulfilJobs are the fulfill_order jobs of the won completed payments.
 func fulfilJobs(reqs []claimReq, cands []int, claimed map[claimKey]struct{}) []river.InsertManyParams {
 	var jobs []river.InsertManyParams
 	for _, i := range cands {
 		r := reqs[i]
-		if _, won := claimed[r.key()]; won && r.ev.Payment != nil {
-			jobs = append(jobs, river.InsertManyParams{Args: fulfilArgs(r.ev)})
+		if _, won := claimed[r.key()]; won && jobArgs(r.ev) != nil {
+			jobs = append(jobs, river.InsertManyParams{Args: jobArgs(r.ev)})
 		}
 	}
 	return jobs

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ type Event struct {
 	// Payment is set when the event is a completed payment for one of our
 	// orders; nil for every event type we only acknowledge.
 	Payment *Payment
+	// Reversal is set when the event refunds or disputes a payment.
+	Reversal *Reversal
 }
 
 // Payment is a completed payment as the provider reports it.
@@ -32,18 +35,40 @@ type Payment struct {
 	OrderID  int64
 	Amount   int64  // minor units
 	Currency string // as sent; compared case-insensitively
+	// PaymentID is the provider's id of the money movement: Stripe's
+	// PaymentIntent (the Checkout Session's id when it has none), Paddle's
+	// transaction, Creem's order (its checkout's id when it has none).
+	PaymentID string
+}
+
+// Reversal is a refund or dispute as the provider reports it.
+type Reversal struct {
+	PaymentID  string
+	ReversalID string // the provider's refund, dispute or adjustment id
+	Kind       string // fulfillment.ReversalRefund or ReversalDispute
+	State      string // fulfillment.StateSucceeded, StateOpen, StateWon or StateLost
+	Amount     int64  // minor units; for Stripe's charge.refunded the cumulative amount_refunded
+	Currency   string
 }
 
 // Completed-payment event types.
 const (
-	StripeCheckoutCompleted      = "checkout.session.completed"
-	StripeAsyncPaymentSucceeded  = "checkout.session.async_payment_succeeded"
-	PaddleTransactionCompleted   = "transaction.completed"
-	CreemCheckoutCompleted       = "checkout.completed"
-	stripePaymentStatusPaid      = "paid"
-	maxIDLength                  = 255
-	maxCurrencyLength            = 3
-	stripeAPIVersionOfOurFixture = "2025-08-27.basil" // stripe-go v82's stripe.APIVersion
+	StripeCheckoutCompleted     = "checkout.session.completed"
+	StripeAsyncPaymentSucceeded = "checkout.session.async_payment_succeeded"
+	PaddleTransactionCompleted  = "transaction.completed"
+	CreemCheckoutCompleted      = "checkout.completed"
+	stripePaymentStatusPaid     = "paid"
+
+	// Refund and dispute event types.
+	StripeChargeRefunded    = "charge.refunded"
+	StripeDisputeCreated    = "charge.dispute.created"
+	StripeDisputeClosed     = "charge.dispute.closed"
+	PaddleAdjustmentCreated = "adjustment.created"
+	PaddleAdjustmentUpdated = "adjustment.updated"
+	CreemRefundCreated      = "refund.created"
+	CreemDisputeCreated     = "dispute.created"
+	maxIDLength             = 255
+	maxCurrencyLength       = 3
 )
 
 // ParseEvent reads provider's event from a verified body.
@@ -84,6 +109,8 @@ type stripeEvent struct {
 }
 
 type stripeSession struct {
+	ID                string `json:"id"`
+	PaymentIntent     ref    `json:"payment_intent"`
 	AmountTotal       *int64 `json:"amount_total"`
 	Currency          string `json:"currency"`
 	ClientReferenceID string `json:"client_reference_id"`
@@ -99,7 +126,13 @@ func parseStripe(body []byte) (*Event, error) {
 		return nil, err
 	}
 	ev := &Event{ID: e.ID, Type: e.Type}
-	if e.Type != StripeCheckoutCompleted && e.Type != StripeAsyncPaymentSucceeded {
+	switch e.Type {
+	case StripeChargeRefunded, StripeDisputeCreated, StripeDisputeClosed:
+		r, err := parseStripeReversal(e.Type, e.Data.Object)
+		ev.Reversal = r
+		return ev, err
+	case StripeCheckoutCompleted, StripeAsyncPaymentSucceeded:
+	default:
 		return ev, nil
 	}
 	var s stripeSession
@@ -117,7 +150,7 @@ func parseStripe(body []byte) (*Event, error) {
 			return nil, err
 		}
 	}
-	p, err := payment(int64(order), s.AmountTotal, s.Currency)
+	p, err := payment(int64(order), s.AmountTotal, s.Currency, cmp.Or(string(s.PaymentIntent), s.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +165,7 @@ type paddleEvent struct {
 }
 
 type paddleTransaction struct {
+	ID           string `json:"id"`
 	CurrencyCode string `json:"currency_code"`
 	CustomData   struct {
 		OrderID orderRef `json:"order_id"`
@@ -150,7 +184,13 @@ func parsePaddle(body []byte) (*Event, error) {
 		return nil, err
 	}
 	ev := &Event{ID: e.EventID, Type: e.EventType}
-	if e.EventType != PaddleTransactionCompleted {
+	switch e.EventType {
+	case PaddleAdjustmentCreated, PaddleAdjustmentUpdated:
+		r, err := parsePaddleAdjustment(e.Data)
+		ev.Reversal = r
+		return ev, err
+	case PaddleTransactionCompleted:
+	default:
 		return ev, nil
 	}
 	var t paddleTransaction
@@ -170,7 +210,7 @@ func parsePaddle(body []byte) (*Event, error) {
 		}
 		amount = &n
 	}
-	p, err := payment(int64(t.CustomData.OrderID), amount, t.CurrencyCode)
+	p, err := payment(int64(t.CustomData.OrderID), amount, t.CurrencyCode, t.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +225,9 @@ type creemEvent struct {
 }
 
 type creemCheckout struct {
+	ID    string `json:"id"`
 	Order struct {
+		ID       string `json:"id"`
 		Amount   *int64 `json:"amount"`
 		Currency string `json:"currency"`
 	} `json:"order"`
@@ -200,14 +242,20 @@ func parseCreem(body []byte) (*Event, error) {
 		return nil, err
 	}
 	ev := &Event{ID: e.ID, Type: e.EventType}
-	if e.EventType != CreemCheckoutCompleted {
+	switch e.EventType {
+	case CreemRefundCreated, CreemDisputeCreated:
+		r, err := parseCreemReversal(e.EventType, e.Object)
+		ev.Reversal = r
+		return ev, err
+	case CreemCheckoutCompleted:
+	default:
 		return ev, nil
 	}
 	var c creemCheckout
 	if err := unmarshal(e.Object, &c); err != nil {
 		return nil, err
 	}
-	p, err := payment(int64(c.Metadata.OrderID), c.Order.Amount, c.Order.Currency)
+	p, err := payment(int64(c.Metadata.OrderID), c.Order.Amount, c.Order.Currency, cmp.Or(c.Order.ID, c.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +263,7 @@ func parseCreem(body []byte) (*Event, error) {
 	return ev, nil
 }
 
-func payment(orderID int64, amount *int64, currency string) (*Payment, error) {
+func payment(orderID int64, amount *int64, currency, paymentID string) (*Payment, error) {
 	switch {
 	case orderID <= 0:
 		return nil, fmt.Errorf("%w: completed payment without our order id", ErrMalformedPayload)
@@ -224,7 +272,14 @@ func payment(orderID int64, amount *int64, currency string) (*Payment, error) {
 	case len(currency) != maxCurrencyLength || strings.ContainsFunc(currency, notLetter):
 		return nil, fmt.Errorf("%w: currency %q is not a 3-letter code", ErrMalformedPayload, truncate(currency))
 	}
-	return &Payment{OrderID: orderID, Amount: *amount, Currency: currency}, nil
+	if paymentID != "" {
+		// Without one, fulfilment takes the event to be about the order's
+		// one payment (as before payments had ids).
+		if err := checkText("payment id", paymentID); err != nil {
+			return nil, err
+		}
+	}
+	return &Payment{OrderID: orderID, Amount: *amount, Currency: currency, PaymentID: paymentID}, nil
 }
 
 func notLetter(r rune) bool { return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') }

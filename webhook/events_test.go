@@ -7,26 +7,28 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 func TestParseEventCompletedPayments(t *testing.T) {
 	t.Parallel()
 	fixture, err := os.ReadFile("testdata/stripe_checkout_session_completed.json")
 	require.NoError(t, err)
-	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", StripeAPIVersion,
+	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", devwebhook.StripeAPIVersion,
 		"{{ORDER_ID}}", "42").Replace(string(fixture))
 	at := time.Unix(1_700_000_000, 0)
 	for _, c := range []struct {
 		name, provider, body string
 		want                 Payment
 	}{
-		{"stripe fixture", "stripe", stripeFixture, Payment{42, 999, "usd"}},
-		{"stripe built", "stripe", string(completedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd"}},
-		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{7, 5, "eur"}},
-		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{8, 5, "eur"}},
-		{"paddle built", "paddle", string(completedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD"}},
-		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{9, 120, "GBP"}},
-		{"creem built", "creem", string(completedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR"}},
+		{"stripe fixture", "stripe", stripeFixture, Payment{42, 999, "usd", "pi_3Q0aBcDeFgHiJkLm0aBcDeFg"}},
+		{"stripe built", "stripe", string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd", "pi_order_42"}},
+		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{7, 5, "eur", ""}},
+		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{8, 5, "eur", ""}},
+		{"paddle built", "paddle", string(devwebhook.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD", "txn_order_42"}},
+		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{9, 120, "GBP", ""}},
+		{"creem built", "creem", string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR", "ord_order_42"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev, err := ParseEvent(c.provider, []byte(c.body))
@@ -72,6 +74,76 @@ func TestParseEventMalformed(t *testing.T) {
 		{"paddle no data", "paddle", `{"event_id":"e","event_type":"transaction.completed"}`},
 		{"creem order id float", "creem", `{"id":"e","eventType":"checkout.completed","object":{"order":{"amount":1,"currency":"usd"},"metadata":{"order_id":1.5}}}`},
 		{"creem no order", "creem", `{"id":"e","eventType":"checkout.completed","object":{"metadata":{"order_id":"1"}}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseEvent(c.provider, []byte(c.body))
+			require.ErrorIs(t, err, ErrMalformedPayload)
+		})
+	}
+}
+
+func TestParseEventReversals(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, provider, body string
+		want                 Reversal
+	}{
+		{"stripe refund built", "stripe", string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "ch_1", "refund", "succeeded", 300, "usd")),
+			Reversal{"pi_1", "charge:ch_1", "refund", "succeeded", 300, "usd"}},
+		{"stripe charge without payment intent", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch_2","amount":999,"amount_refunded":999,"currency":"usd","payment_intent":null}}}`,
+			Reversal{"ch_2", "charge:ch_2", "refund", "succeeded", 999, "usd"}},
+		{"stripe dispute created", "stripe", string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "dp_1", "dispute", "open", 999, "usd")),
+			Reversal{"pi_1", "dp_1", "dispute", "open", 999, "usd"}},
+		{"stripe dispute won", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_1","amount":5,"currency":"eur","charge":"ch_9","payment_intent":{"id":"pi_9"},"status":"won"}}}`,
+			Reversal{"pi_9", "dp_1", "dispute", "won", 5, "eur"}},
+		{"stripe inquiry closed", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_2","amount":5,"currency":"eur","charge":"ch_9","status":"warning_closed"}}}`,
+			Reversal{"ch_9", "dp_2", "dispute", "won", 5, "eur"}},
+		{"paddle refund", "paddle", string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_1", "refund", "succeeded", 120, "USD")),
+			Reversal{"txn_1", "adj_1", "refund", "succeeded", 120, "USD"}},
+		{"paddle chargeback", "paddle", string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_2", "dispute", "lost", 120, "USD")),
+			Reversal{"txn_1", "adj_2", "dispute", "lost", 120, "USD"}},
+		{"creem refund", "creem", string(devwebhook.ReversalEvent("creem", "e", "ord_1", "ref_1", "refund", "succeeded", 10, "EUR")),
+			Reversal{"ord_1", "ref_1", "refund", "succeeded", 10, "EUR"}},
+		{"creem dispute", "creem", string(devwebhook.ReversalEvent("creem", "e", "ord_1", "disp_1", "dispute", "open", 10, "EUR")),
+			Reversal{"ord_1", "disp_1", "dispute", "open", 10, "EUR"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev, err := ParseEvent(c.provider, []byte(c.body))
+			require.NoError(t, err)
+			require.Nil(t, ev.Payment)
+			require.NotNil(t, ev.Reversal)
+			require.Equal(t, c.want, *ev.Reversal)
+		})
+	}
+}
+
+// Paddle adjustments are acted on once approved; credits and warnings never.
+func TestParseEventPaddleAdjustmentsAcknowledgedOnly(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"event_id":"e","event_type":"adjustment.created","data":{"id":"adj_1","action":"refund","transaction_id":"txn_1","status":"pending_approval","totals":{"total":"5","currency_code":"USD"}}}`,
+		`{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj_1","action":"refund","transaction_id":"txn_1","status":"rejected","totals":{"total":"5","currency_code":"USD"}}}`,
+		`{"event_id":"e","event_type":"adjustment.created","data":{"id":"adj_2","action":"credit","transaction_id":"txn_1","status":"approved","totals":{"total":"5","currency_code":"USD"}}}`,
+		`{"event_id":"e","event_type":"adjustment.created","data":{"id":"adj_3","action":"chargeback_warning","transaction_id":"txn_1","status":"approved","totals":{"total":"5","currency_code":"USD"}}}`,
+	} {
+		ev, err := ParseEvent("paddle", []byte(body))
+		require.NoError(t, err)
+		require.Nil(t, ev.Reversal, body)
+	}
+}
+
+func TestParseEventReversalsMalformed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, provider, body string }{
+		{"stripe negative refund", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","amount_refunded":-1,"currency":"usd","payment_intent":"pi"}}}`},
+		{"stripe refund no amount", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","currency":"usd","payment_intent":"pi"}}}`},
+		{"stripe dispute bad currency", "stripe", `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"u$d","payment_intent":"pi"}}}`},
+		{"stripe dispute no payment", "stripe", `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"usd"}}}`},
+		{"stripe dispute no id", "stripe", `{"id":"e","type":"charge.dispute.created","data":{"object":{"amount":1,"currency":"usd","payment_intent":"pi"}}}`},
+		{"paddle total not integer", "paddle", `{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj","action":"refund","transaction_id":"txn","status":"approved","totals":{"total":"1.5","currency_code":"USD"}}}`},
+		{"paddle no transaction", "paddle", `{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj","action":"refund","status":"approved","totals":{"total":"1","currency_code":"USD"}}}`},
+		{"creem empty refund", "creem", `{"id":"e","eventType":"refund.created","object":{}}`},
+		{"creem negative dispute", "creem", `{"id":"e","eventType":"dispute.created","object":{"id":"d","amount":-5,"currency":"EUR","order":{"id":"ord"}}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseEvent(c.provider, []byte(c.body))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +22,9 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
@@ -51,6 +53,7 @@ type env struct {
 	pool   *pgxpool.Pool
 	river  *river.Client[pgx.Tx]
 	srv    *httptest.Server
+	second *httptest.Server // another web process over the same database
 	player int64
 }
 
@@ -65,6 +68,8 @@ func newEnv(t *testing.T, opts ...func(*webhook.Options)) *env {
 	}
 	e.srv = httptest.NewServer(webhook.NewHandler(o))
 	t.Cleanup(e.srv.Close)
+	e.second = httptest.NewServer(webhook.NewHandler(o))
+	t.Cleanup(e.second.Close)
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
 	e.player = p.ID
@@ -75,6 +80,7 @@ func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	t.Helper()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
+	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
 		Workers:           workers,
@@ -114,7 +120,7 @@ func signWith(provider, secret string, body []byte, at time.Time) (string, strin
 			Payload: body, Secret: secret, Timestamp: at})
 		return "Stripe-Signature", sp.Header
 	}
-	h, v, err := webhook.Sign(provider, secret, body, at)
+	h, v, err := devwebhook.Sign(provider, secret, body, at)
 	if err != nil {
 		panic(err)
 	}
@@ -256,17 +262,8 @@ func (e *env) waitJobs(n int) []jobRow {
 	}
 }
 
-// requireClean checks invariants 1-3 (wallet), 5 (fulfilment) and 6 (webhooks).
+// requireClean runs the full audit: every invariant.
 func (e *env) requireClean() {
 	e.t.Helper()
-	ctx := context.Background()
-	rep, err := wallet.Audit(ctx, e.pool, wallet.AuditOptions{})
-	require.NoError(e.t, err)
-	require.True(e.t, rep.Clean(), rep.String())
-	fv, err := fulfillment.Audit(ctx, e.pool)
-	require.NoError(e.t, err)
-	require.Empty(e.t, fv, fmt.Sprint(fv))
-	wv, err := webhook.Audit(ctx, e.pool, webhook.AuditOptions{Since: time.Unix(0, 0)})
-	require.NoError(e.t, err)
-	require.Empty(e.t, wv, fmt.Sprint(wv))
+	audittest.RequireClean(e.t, e.pool, audit.Options{})
 }

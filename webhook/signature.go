@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/hmacsig"
 )
 
 // Signature errors. The handler maps each to a 400 with a stable code.
@@ -161,7 +161,7 @@ func ParseCreemHeader(value string) ([]byte, error) {
 // match reveals only which secret is current, not any secret's bytes.
 func anyMatch(secrets []string, sigs [][]byte, prefix string, body []byte) bool {
 	for _, secret := range secrets {
-		want := mac(secret, prefix, body)
+		want := hmacsig.Sum(secret, prefix, body)
 		for _, sig := range sigs {
 			if hmac.Equal(sig, want) {
 				return true
@@ -169,13 +169,6 @@ func anyMatch(secrets []string, sigs [][]byte, prefix string, body []byte) bool 
 		}
 	}
 	return false
-}
-
-func mac(secret, prefix string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(prefix))
-	m.Write(body)
-	return m.Sum(nil)
 }
 
 // checkTimestamp rejects a signature made too long ago (a replay) or too
@@ -196,36 +189,4 @@ func truncate(s string) string {
 		return s[:32] + "..."
 	}
 	return s
-}
-
-// SignStripe signs body as Stripe does and returns the header to send.
-func SignStripe(secret string, body []byte, ts time.Time) (header, value string) {
-	t := strconv.FormatInt(ts.Unix(), 10)
-	return HeaderStripe, "t=" + t + ",v1=" + hex.EncodeToString(mac(secret, t+".", body))
-}
-
-// SignPaddle signs body as Paddle Billing does and returns the header to send.
-func SignPaddle(secret string, body []byte, ts time.Time) (header, value string) {
-	t := strconv.FormatInt(ts.Unix(), 10)
-	return HeaderPaddle, "ts=" + t + ";h1=" + hex.EncodeToString(mac(secret, t+":", body))
-}
-
-// SignCreem signs body as Creem does and returns the header to send.
-func SignCreem(secret string, body []byte) (header, value string) {
-	return "creem-signature", hex.EncodeToString(mac(secret, "", body))
-}
-
-// Sign signs body for provider; ts is ignored for Creem.
-func Sign(provider, secret string, body []byte, ts time.Time) (header, value string, err error) {
-	switch provider {
-	case fulfillment.ProviderStripe:
-		header, value = SignStripe(secret, body, ts)
-	case fulfillment.ProviderPaddle:
-		header, value = SignPaddle(secret, body, ts)
-	case fulfillment.ProviderCreem:
-		header, value = SignCreem(secret, body)
-	default:
-		return "", "", fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, provider)
-	}
-	return header, value, nil
 }

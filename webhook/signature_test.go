@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
 func header(name, value string) http.Header {
@@ -24,8 +25,8 @@ func TestStripeVerifier(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"evt_1","type":"x"}`)
 	at := time.Unix(1_700_000_000, 0)
-	_, good := SignStripe("s1", body, at)
-	_, other := SignStripe("s0", body, at)
+	_, good := devwebhook.SignStripe("s1", body, at)
+	_, other := devwebhook.SignStripe("s0", body, at)
 	sig := good[strings.Index(good, "v1=")+3:]
 	v := StripeVerifier{Secrets: []string{"s1"}}
 	for _, c := range []struct {
@@ -80,7 +81,7 @@ func TestPaddleVerifier(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"event_id":"evt_1","event_type":"x"}`)
 	at := time.Unix(1_700_000_000, 0)
-	_, good := SignPaddle("p1", body, at)
+	_, good := devwebhook.SignPaddle("p1", body, at)
 	sig := good[strings.Index(good, "h1=")+3:]
 	v := PaddleVerifier{Secrets: []string{"p0", "p1"}}
 	for _, c := range []struct {
@@ -112,7 +113,7 @@ func TestPaddleVerifier(t *testing.T) {
 func TestCreemVerifier(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"evt_1","eventType":"x"}`)
-	_, good := SignCreem("c1", body)
+	_, good := devwebhook.SignCreem("c1", body)
 	v := CreemVerifier{Secrets: []string{"c1"}}
 	for _, c := range []struct {
 		name, value string
@@ -142,12 +143,12 @@ func TestSign(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1_700_000_000, 0)
 	for _, p := range []string{"stripe", "paddle", "creem"} {
-		h, v, err := Sign(p, "k", []byte("{}"), at)
+		h, v, err := devwebhook.Sign(p, "k", []byte("{}"), at)
 		require.NoError(t, err)
 		vf := map[string]Verifier{"stripe": StripeVerifier{Secrets: []string{"k"}},
 			"paddle": PaddleVerifier{Secrets: []string{"k"}}, "creem": CreemVerifier{Secrets: []string{"k"}}}[p]
 		require.NoError(t, vf.Verify(header(h, v), []byte("{}"), at), p)
 	}
-	_, _, err := Sign("paypal", "k", nil, at)
+	_, _, err := devwebhook.Sign("paypal", "k", nil, at)
 	require.ErrorIs(t, err, fulfillment.ErrUnknownProvider)
 }

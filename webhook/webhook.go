@@ -6,7 +6,7 @@
 // event_id) with ON CONFLICT DO NOTHING: the database, not a pre-check,
 // decides which of several concurrent deliveries wins. A winning completed
 // payment inserts its fulfill_order job in the same transaction, so there
-// is no moment at which the event is claimed but its fulfilment lost. Every
+// is no moment at which the event is claimed but its fulfillment lost. Every
 // duplicate is answered 200 like the first delivery, so the provider stops
 // retrying; only a database failure answers 503, so it retries.
 //
@@ -25,13 +25,13 @@
 package webhook
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +42,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/groupcommit"
+	"github.com/fibe-dev/billing/internal/problem"
 )
 
 // MaxBodyBytes is the largest body accepted; larger ones answer 413.
@@ -145,7 +146,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	provider := r.PathValue("provider")
 	v, ok := h.verifiers[provider]
 	if !ok {
-		writeProblem(w, http.StatusNotFound, "unknown_provider", fmt.Sprintf("no webhook intake for provider %q", provider))
+		problem.Write(w, http.StatusNotFound, "unknown_provider", fmt.Sprintf("no webhook intake for provider %q", provider))
 		return
 	}
 	start := time.Now()
@@ -159,34 +160,42 @@ func (h *handler) deliver(w http.ResponseWriter, r *http.Request, provider strin
 	ctx := r.Context()
 	if len(h.opts.Secrets[provider]) == 0 {
 		h.opts.Logger.ErrorContext(ctx, "webhook: provider has no signing secret configured", "provider", provider)
-		writeProblem(w, http.StatusServiceUnavailable, "provider_not_configured",
+		problem.Write(w, http.StatusServiceUnavailable, "provider_not_configured",
 			"no signing secret is configured for "+provider)
 		return OutcomeNotConfigured
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			writeProblem(w, http.StatusRequestEntityTooLarge, "payload_too_large",
+			problem.Write(w, http.StatusRequestEntityTooLarge, "payload_too_large",
 				fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
 			return OutcomeTooLarge
 		}
-		writeProblem(w, http.StatusBadRequest, "malformed_payload", "cannot read body")
+		problem.Write(w, http.StatusBadRequest, "malformed_payload", "cannot read body")
 		return OutcomeMalformed
 	}
 	if err := v.Verify(r.Header, body, h.opts.Now()); err != nil {
 		return h.rejectSignature(w, r, provider, err)
 	}
+	if !utf8.Valid(body) {
+		// JSON is UTF-8 (RFC 8259 8.1). Decoding would turn each invalid
+		// byte into U+FFFD, so two distinct event ids could merge into one
+		// claim and the second event would never be fulfilled.
+		h.opts.Logger.WarnContext(ctx, "webhook: body is not valid UTF-8", "provider", provider)
+		problem.Write(w, http.StatusBadRequest, "malformed_payload", "body is not valid UTF-8")
+		return OutcomeMalformed
+	}
 	ev, err := ParseEvent(provider, body)
 	if err != nil {
 		h.opts.Logger.WarnContext(ctx, "webhook: malformed payload", "provider", provider, "error", err)
-		writeProblem(w, http.StatusBadRequest, "malformed_payload", err.Error())
+		problem.Write(w, http.StatusBadRequest, "malformed_payload", err.Error())
 		return OutcomeMalformed
 	}
 	won, err := h.claim(ctx, ev, body)
 	if err != nil {
 		h.opts.Logger.ErrorContext(ctx, "webhook: claim failed, provider will retry", "provider", provider,
 			"event_id", ev.ID, "error", err)
-		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "cannot record the event now; retry later")
+		problem.Write(w, http.StatusServiceUnavailable, "unavailable", "cannot record the event now; retry later")
 		return OutcomeError
 	}
 	if !won {
@@ -206,14 +215,14 @@ func (h *handler) rejectSignature(w http.ResponseWriter, r *http.Request, provid
 		"remote", r.RemoteAddr, "error", err)
 	switch {
 	case errors.Is(err, ErrStaleSignature):
-		writeProblem(w, http.StatusBadRequest, "stale_signature", err.Error())
+		problem.Write(w, http.StatusBadRequest, "stale_signature", err.Error())
 		return OutcomeStale
 	case errors.Is(err, ErrMissingSignature):
-		writeProblem(w, http.StatusBadRequest, "missing_signature", err.Error())
+		problem.Write(w, http.StatusBadRequest, "missing_signature", err.Error())
 	case errors.Is(err, ErrMalformedSignature):
-		writeProblem(w, http.StatusBadRequest, "malformed_signature", err.Error())
+		problem.Write(w, http.StatusBadRequest, "malformed_signature", err.Error())
 	default:
-		writeProblem(w, http.StatusBadRequest, "bad_signature", "signature does not match")
+		problem.Write(w, http.StatusBadRequest, "bad_signature", "signature does not match")
 	}
 	return OutcomeBadSignature
 }
@@ -232,17 +241,4 @@ func writeStatus(w http.ResponseWriter, status string) {
 }
 
 // Problem is the application/problem+json body of every error answer.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Code   string `json:"code"`
-	Detail string `json:"detail,omitempty"`
-}
-
-func writeProblem(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
-		Code: code, Detail: detail})
-}
+type Problem = problem.Problem

@@ -73,6 +73,11 @@ func runDev(ctx context.Context, cmd *cobra.Command, dir string) error {
 	if _, err := migrations.Migrate(ctx, pool, logger); err != nil {
 		return err
 	}
+	metricsAddr, stopOps, err := serveOps(devMetricsAddr(cfg), pool, base.With("process", "dev"))
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http_addr: %w", err)
@@ -82,7 +87,9 @@ func runDev(ctx context.Context, cmd *cobra.Command, dir string) error {
 		ln.Close()
 		return err
 	}
-	printDevBanner(out, cfg, ln.Addr().String(), seed)
+	// Providers without an API key get the simulated checkout page.
+	cfg.DevCheckoutURL = "http://" + strings.Replace(ln.Addr().String(), "[::]", "localhost", 1)
+	printDevBanner(out, cfg, ln.Addr().String(), metricsAddr, seed)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return runWeb(gctx, cfg, pool, ln, base.With("process", "web")) })
@@ -113,16 +120,32 @@ func startDevPostgres(dir string) (*pglocal.Server, error) {
 	return srv, nil
 }
 
-func printDevBanner(w io.Writer, cfg *config.Config, addr string, seed *demoSeed) {
+// devMetricsAddr is where dev serves /metrics: BILLING_METRICS_ADDR, or a
+// free loopback port (printed in the banner) so two dev runs never clash.
+func devMetricsAddr(cfg *config.Config) string {
+	if cfg.MetricsAddr != "" {
+		return cfg.MetricsAddr
+	}
+	return "127.0.0.1:0"
+}
+
+func printDevBanner(w io.Writer, cfg *config.Config, addr, metricsAddr string, seed *demoSeed) {
 	base := "http://" + strings.Replace(addr, "[::]", "localhost", 1)
+	metrics := "http://" + strings.Replace(metricsAddr, "[::]", "localhost", 1)
 	fmt.Fprintf(w, `
 billing dev is running.
   API        %[1]s/v1/
   River UI   %[1]s/riverui/   (user %[2]s, password %[3]s)
-  Metrics    %[1]s/metrics
+  Metrics    %[5]s/metrics
   Health     %[1]s/healthz
   Database   %[4]s
-`, base, cfg.RiverUIUser, cfg.RiverUIPassword, redactURL(cfg.DatabaseURL))
+`, base, cfg.RiverUIUser, cfg.RiverUIPassword, redactURL(cfg.DatabaseURL), metrics)
+	if cfg.DevCheckoutURL != "" {
+		fmt.Fprintf(w, `Buy in a browser: POST /v1/checkouts answers a checkout_url; for a provider
+without an API key it is a simulated page here (%s/dev/checkout/<order>)
+whose Pay button sends the provider's signed webhook to this server.
+`, cfg.DevCheckoutURL)
+	}
 	seed.print(w, base)
 	fmt.Fprintln(w, "\nCtrl-C stops everything.")
 }

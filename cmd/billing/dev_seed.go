@@ -20,6 +20,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
@@ -87,14 +88,11 @@ func seedDemo(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, dir, 
 }
 
 // seedMoney goes the way real money does: a checkout, a signed provider
-// webhook through the real intake, the fulfilment job minting Mana, a
+// webhook through the real intake, the fulfillment job minting Mana, a
 // conversion to Sparks, and a funded Marquee.
 func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
 	logger := slog.New(slog.DiscardHandler)
-	workers, _, err := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
-	if err != nil {
-		return err
-	}
+	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, ID: "billing-dev-seed",
 		FetchPollInterval: 100 * time.Millisecond})
 	if err != nil {
@@ -114,7 +112,7 @@ func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *confi
 
 // paidOrder checks out the demo SKU, delivers a signed Stripe
 // checkout.session.completed to the webhook intake (in process, with a
-// secret made for this seed), and waits for the fulfilment to mint the Mana.
+// secret made for this seed), and waits for the fulfillment to mint the Mana.
 func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jobs.Client, cfg *config.Config) (*fulfillment.Order, error) {
 	order, err := fulfillment.CreateCheckout(ctx, pool, cfg.SKUs, fulfillment.CheckoutParams{
 		PlayerID: s.PlayerID, SKU: demoSKU, Provider: fulfillment.ProviderStripe})
@@ -124,8 +122,8 @@ func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jo
 	secret := "whsec_dev_" + randomHex(16)
 	intake := webhook.NewHandler(webhook.Options{Pool: pool, River: client,
 		Secrets: map[string][]string{fulfillment.ProviderStripe: {secret}}, Logger: slog.New(slog.DiscardHandler)})
-	body := webhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
-	header, value := webhook.SignStripe(secret, body, time.Now())
+	body := devwebhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
+	header, value := devwebhook.SignStripe(secret, body, time.Now())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
 	req.Header.Set(header, value)
 	req.SetPathValue("provider", fulfillment.ProviderStripe)
@@ -232,8 +230,8 @@ Try:
   curl -sS %[5]s %[6]s/v1/marquees/%[3]d
   curl -sS %[5]s %[6]s/v1/orders/%[4]d
   curl -sS %[5]s %[6]s/v1/wallets/mana/transactions
-  curl -sS %[5]s -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"mana":100}' %[6]s/v1/conversions
-  REQ=$(curl -sS %[5]s -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"name":"hello"}' %[6]s/v1/marquees/%[3]d/playgrounds | sed -E 's/.*"request_id":"([0-9]+)".*/\1/'); sleep 2; curl -sS %[5]s %[6]s/v1/requests/$REQ
+  curl -sS %[5]s -H 'Content-Type: application/json' -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"mana":100}' %[6]s/v1/conversions
+  REQ=$(curl -sS %[5]s -H 'Content-Type: application/json' -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"name":"hello"}' %[6]s/v1/marquees/%[3]d/playgrounds | sed -E 's/.*"request_id":"([0-9]+)".*/\1/'); sleep 2; curl -sS %[5]s %[6]s/v1/requests/$REQ
 Go SDK (package github.com/fibe-dev/billing/fibe):
 	client := fibe.NewClient(%[7]q, %[8]q)
 	ctx := context.Background()

@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/proctest"
 )
 
 // TestDevSeedPrintsWorkingExamples starts `billing dev`, then runs every
 // curl line it printed and the Go SDK snippet, as a user would paste them.
 func TestDevSeedPrintsWorkingExamples(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl not installed")
-	}
+	proctest.RequireTool(t, "apt-get install -y curl", "curl")
 	dir := filepath.Join(t.TempDir(), "dev")
 	addr := freeAddr(t)
 	p := startProc(t, []string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, "dev", "--dir", dir)

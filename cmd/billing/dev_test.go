@@ -26,6 +26,12 @@ func TestDevRestart(t *testing.T) {
 		require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "Ctrl-C stops everything") }, 5*time.Second, 20*time.Millisecond)
 		keys = append(keys, between(p.out.String(), "API key:\n  ", "\n"))
 		require.NotEmpty(t, keys[i])
+		metricsURL := strings.TrimSpace(between(p.out.String(), "Metrics    ", "\n"))
+		require.NotEqual(t, "http://"+addr+"/metrics", metricsURL, "metrics are not on the public listener")
+		code, body := get(t, metricsURL, "", "")
+		require.Equal(t, 200, code, body)
+		require.Contains(t, body, "billing_marquees_unfunded", "the web side's gauges on the one metrics listener")
+		requireNoPublicMetrics(t, "http://"+addr)
 		p.stop(t, syscall.SIGINT, 20*time.Second)
 	}
 	require.Equal(t, keys[0], keys[1], "the demo player survives a restart")

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/webhook"
 )
 
@@ -34,6 +35,7 @@ type sendWebhookOptions struct {
 	currency string
 	dir      string
 	url      string
+	kind     string // payment, refund, dispute-open, dispute-won, dispute-lost
 }
 
 func newDevSendWebhookCmd() *cobra.Command {
@@ -49,8 +51,13 @@ the HTTP status and body.
 
 The amount and currency are the order's snapshot (GET /v1/orders/{id} with
 the demo API key); --amount or --currency pay something else, which intake
-claims and the fulfilment then rejects. The event id is new on every run;
---event resends a given event, which intake answers "duplicate".`,
+claims and the fulfillment then rejects. The event id is new on every run;
+--event resends a given event, which intake answers "duplicate".
+
+--kind refund sends the provider's refund of the order's payment (--amount:
+the cumulative amount refunded, default all of it); dispute-open,
+dispute-won and dispute-lost send a dispute (Creem has only dispute-open,
+Paddle only dispute-lost, its chargeback).`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: fulfillment.Providers(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,6 +71,7 @@ claims and the fulfilment then rejects. The event id is new on every run;
 	f.Int64Var(&o.amount, "amount", 0, "the paid amount in minor units (default: the order's)")
 	f.StringVar(&o.currency, "currency", "", "the paid currency (default: the order's)")
 	f.StringVar(&o.dir, "dir", ".billing-dev", "the --dir of the running billing dev (holds demo.json)")
+	f.StringVar(&o.kind, "kind", "payment", "payment, refund, dispute-open, dispute-won or dispute-lost")
 	f.StringVar(&o.url, "url", "", "base URL of billing dev (default: the one in demo.json, else "+defaultDevURL+")")
 	_ = cmd.MarkFlagRequired("order")
 	return cmd
@@ -119,8 +127,11 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if event == "" {
 		event = "evt_dev_" + randomHex(12)
 	}
-	body := webhook.CompletedEvent(provider, event, o.order, amount, currency)
-	header, value, err := webhook.Sign(provider, secret, body, time.Now())
+	body := devEventBody(provider, event, o, amount, currency)
+	if body == nil {
+		return fmt.Errorf("send-webhook: %s sends no %q event", provider, o.kind)
+	}
+	header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
 	if err != nil {
 		return err
 	}
@@ -135,6 +146,22 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	fmt.Fprintf(out, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(string(answer)))
 	if status/100 != 2 {
 		return exitError{code: 1}
+	}
+	return nil
+}
+
+// devEventBody builds the event o.kind names for the order's one payment;
+// nil for a kind the provider does not send.
+func devEventBody(provider, event string, o sendWebhookOptions, amount int64, currency string) []byte {
+	payment := devwebhook.OrderPaymentID(provider, strconv.FormatInt(o.order, 10))
+	id := "dev_" + strconv.FormatInt(o.order, 10)
+	switch o.kind {
+	case "", "payment":
+		return devwebhook.CompletedEvent(provider, event, o.order, amount, currency)
+	case "refund":
+		return devwebhook.ReversalEvent(provider, event, payment, "ch_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, amount, currency)
+	case "dispute-open", "dispute-won", "dispute-lost":
+		return devwebhook.ReversalEvent(provider, event, payment, "dp_"+id, fulfillment.ReversalDispute, strings.TrimPrefix(o.kind, "dispute-"), amount, currency)
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func TestDevSendWebhook(t *testing.T) {
 	require.Equal(t, manaBefore+order.Mana, api.mana(), "the order's Mana, once")
 	require.Equal(t, 1, api.purchases(order.ID), "one purchase transaction for the order")
 
-	// Another amount: claimed by intake, then rejected by the fulfilment.
+	// Another amount: claimed by intake, then rejected by the fulfillment.
 	wrong := api.checkout("mana_1000", "paddle")
 	out, err = sendWebhook("paddle", "--order", wrong.ID, "--amount", "1")
 	require.NoError(t, err, out)
@@ -84,6 +84,19 @@ func TestDevSendWebhook(t *testing.T) {
 	require.Equal(t, "fulfilled", api.waitOrder(creem.ID).Status)
 	require.Equal(t, manaBefore+order.Mana+creem.Mana, api.mana())
 	require.Equal(t, 1, api.purchases(creem.ID))
+
+	// A partial refund of the Stripe order, sent twice under new event ids:
+	// clawed back once, ceil(1000 x 500 / 999) Mana.
+	for range 2 {
+		out, err = sendWebhook("stripe", "--order", order.ID, "--kind", "refund", "--amount", "500")
+		require.NoError(t, err, out)
+		require.Contains(t, out, "200 OK\n{\"status\":\"claimed\"}\n")
+	}
+	require.Eventually(t, func() bool { return api.waitOrder(order.ID).Status == "partially_refunded" }, 20*time.Second, 50*time.Millisecond)
+	require.Equal(t, manaBefore+order.Mana+creem.Mana-501, api.mana())
+	out, err = sendWebhook("paddle", "--order", wrong.ID, "--kind", "dispute-open")
+	require.Error(t, err)
+	require.Contains(t, out, `paddle sends no "dispute-open" event`)
 
 	// A refused delivery exits non-zero and says why.
 	out, err = sendWebhook("stripe", "--order", order.ID, "--amount", "999", "--currency", "usd", "--url", "http://"+addr+"/nowhere")

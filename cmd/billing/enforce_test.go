@@ -14,6 +14,8 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -84,7 +86,7 @@ func TestEnforceOnce(t *testing.T) {
 			WHERE kind = 'funding' AND idempotency_key LIKE 'marquee:' || $1::bigint || ':%'`, id).Scan(&debits))
 		require.GreaterOrEqual(t, debits, 1, "funded for today at least")
 	}
-	report, err := wallet.Audit(ctx, pool, wallet.AuditOptions{})
+	newYork, err := time.LoadLocation("America/New_York")
 	require.NoError(t, err)
-	require.True(t, report.Clean(), report.String())
+	audittest.RequireClean(t, pool, audit.Options{TZ: newYork}) // the service-day zone of env
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,13 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
 
@@ -43,45 +41,23 @@ func TestMain(m *testing.M) {
 	testdb.Main(m)
 }
 
-// proc is a billing process under test.
+// proc is a billing process under test (internal/procs), its output kept.
 type proc struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	waited chan error
+	*procs.Proc
+	out *procs.TailBuffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
+// startProc starts `billing args...`; it is killed when t ends, and its
+// output is logged when t failed.
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(os.Environ(), env...)
-	p := &proc{cmd: cmd, out: &syncBuffer{}, waited: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(t, cmd.Start())
-	go func() { p.waited <- cmd.Wait() }()
+	out := &procs.TailBuffer{}
+	p := &proc{Proc: procs.New(strings.Join(args, " "), binPath, env, out, args...), out: out}
+	require.NoError(t, p.Start())
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.waited
-		}
+		p.Kill()
 		if t.Failed() {
-			t.Logf("%s output:\n%s", strings.Join(args, " "), p.out.String())
+			t.Logf("%s output:\n%s", p.Name, out.String())
 		}
 	})
 	return p
@@ -90,13 +66,7 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 // stop signals p and requires a clean exit within d.
 func (p *proc) stop(t *testing.T, sig os.Signal, d time.Duration) {
 	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(sig))
-	select {
-	case err := <-p.waited:
-		require.NoError(t, err, "exit after %v:\n%s", sig, p.out.String())
-	case <-time.After(d):
-		t.Fatalf("no exit within %v after %v:\n%s", d, sig, p.out.String())
-	}
+	require.NoError(t, p.StopWith(sig, d), "after %v:\n%s", sig, p.out.String())
 }
 
 func runBilling(t *testing.T, env []string, args ...string) string {
@@ -110,32 +80,20 @@ func runBilling(t *testing.T, env []string, args ...string) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	port, err := pglocal.FreePort()
+	addr, err := procs.FreeAddr()
 	require.NoError(t, err)
-	return fmt.Sprintf("127.0.0.1:%d", port)
+	return addr
 }
 
-// waitHealthy polls /healthz until 200 and returns how long it took.
+// waitHealthy polls base's /healthz until 200 and returns how long it took.
 func waitHealthy(t *testing.T, base string, p *proc, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for time.Since(start) < timeout {
-		select {
-		case err := <-p.waited:
-			t.Fatalf("process exited (%v) before healthy:\n%s", err, p.out.String())
-		default:
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Since(start)
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("not healthy within %v:\n%s", timeout, p.out.String())
-	return 0
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := procs.WaitHealthy(ctx, http.DefaultClient, base+"/healthz", p.Proc)
+	require.NoError(t, err, "output:\n%s", p.out.String())
+	return time.Since(start)
 }
 
 func get(t *testing.T, url string, user, pass string) (int, string) {

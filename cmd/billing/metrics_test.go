@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/webhook"
 )
@@ -30,17 +32,24 @@ import (
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	dbURL := testdb.NewURL(t)
-	webAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	webAddr, webOpsAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	secrets := map[string]string{"stripe": "whsec_metrics_stripe", "paddle": "pdl_metrics_paddle", "creem": "creem_metrics"}
 	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json",
 		"BILLING_STRIPE_WEBHOOK_SECRET=" + secrets["stripe"],
 		"BILLING_PADDLE_WEBHOOK_SECRET=" + secrets["paddle"],
 		"BILLING_CREEM_WEBHOOK_SECRET=" + secrets["creem"]}
-	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr), "web")
+	// Checkouts need a provider API: a recording fake plays Stripe and Paddle.
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	env = append(env, "BILLING_STRIPE_SECRET_KEY=sk_test_metrics", "BILLING_STRIPE_API_URL="+fake.URL,
+		"BILLING_PADDLE_API_KEY=pdl_metrics", "BILLING_PADDLE_ENVIRONMENT="+fake.URL)
+	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr, "BILLING_METRICS_ADDR="+webOpsAddr), "web")
 	worker := startProc(t, append(env, "BILLING_METRICS_ADDR="+metricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
-	webURL, workerURL := "http://"+webAddr, "http://"+metricsAddr
+	webURL, webOpsURL, workerURL := "http://"+webAddr, "http://"+webOpsAddr, "http://"+metricsAddr
 	waitHealthy(t, webURL, web, 30*time.Second)
+	waitHealthy(t, webOpsURL, web, 30*time.Second)
 	waitHealthy(t, workerURL, worker, 30*time.Second)
+	requireNoPublicMetrics(t, webURL)
 
 	var created struct {
 		APIKey string `json:"api_key"`
@@ -50,7 +59,7 @@ func TestMetrics(t *testing.T) {
 	api := devAPI{t: t, base: webURL, key: created.APIKey}
 	deliver := func(provider string, body []byte, secret string, at time.Time) (int, string) {
 		t.Helper()
-		header, value, err := webhook.Sign(provider, secret, body, at)
+		header, value, err := devwebhook.Sign(provider, secret, body, at)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -73,16 +82,16 @@ func TestMetrics(t *testing.T) {
 	var paidID int64
 	_, err := fmt.Sscan(paid.ID, &paidID)
 	require.NoError(t, err)
-	event := webhook.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
+	event := devwebhook.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
 	for _, want := range []string{"claimed", "duplicate"} {
 		code, body := deliver("stripe", event, secrets["stripe"], now)
 		require.Equal(t, http.StatusOK, code, body)
 		require.Contains(t, body, want)
 	}
-	code, body := deliver("stripe", webhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
+	code, body := deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "bad_signature")
-	code, body = deliver("stripe", webhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), secrets["stripe"], now.Add(-time.Hour))
+	code, body = deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), secrets["stripe"], now.Add(-time.Hour))
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "stale_signature")
 	code, body = deliver("stripe", []byte(`{"id":"evt_malformed",`), secrets["stripe"], now)
@@ -94,9 +103,9 @@ func TestMetrics(t *testing.T) {
 	var wrongID int64
 	_, err = fmt.Sscan(wrong.ID, &wrongID)
 	require.NoError(t, err)
-	code, body = deliver("paddle", webhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), secrets["paddle"], now)
+	code, body = deliver("paddle", devwebhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), secrets["paddle"], now)
 	require.Equal(t, http.StatusOK, code, body)
-	code, body = deliver("creem", webhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), secrets["creem"], now)
+	code, body = deliver("creem", devwebhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), secrets["creem"], now)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "fulfilled", api.waitOrder(paid.ID).Status)
 	require.Equal(t, "rejected", api.waitOrder(wrong.ID).Status)
@@ -133,7 +142,7 @@ func TestMetrics(t *testing.T) {
 	// River's own numbers; a sweep tick may still be finishing, so retry.
 	var m metricSet
 	require.Eventually(t, func() bool {
-		m = scrapeAll(t, webURL, workerURL)
+		m = scrapeAll(t, webOpsURL, workerURL)
 		fundings := m.sum("billing_fundings_total")
 		return fundings == m.value("billing_river_jobs", lbl("kind", "fund_day", "state", "completed")) &&
 			fundings == m.value("billing_river_jobs_worked_total", lbl("kind", "fund_day", "outcome", "completed"))
@@ -179,7 +188,7 @@ func TestMetrics(t *testing.T) {
 	require.True(t, m.has("billing_marquees_unfunded", ""), "billing web exports the unfunded gauge")
 	require.Equal(t, 0.0, m.value("billing_marquees_unfunded", ""), "the Marquee was funded after its top-up")
 
-	// River jobs, fulfilments.
+	// River jobs, fulfillments.
 	require.Equal(t, 1.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "completed")))
 	require.Equal(t, 2.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "cancelled")))
 	for _, state := range []string{"retryable", "discarded", "available", "running"} {
@@ -305,4 +314,23 @@ func waitMetric(t *testing.T, base string, timeout time.Duration, name, labels s
 	require.Eventually(t, func() bool {
 		return scrapeAll(t, base).value(name, labels) >= min
 	}, timeout, 100*time.Millisecond, "%s{%s} stays below %v", name, labels, min)
+}
+
+// requireNoPublicMetrics: the public API listener does not show /metrics
+// (business volumes); it answers the API's 404 problem.
+func requireNoPublicMetrics(t *testing.T, base string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, string(body))
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	require.Contains(t, string(body), `"code":"not_found"`)
+	require.NotContains(t, string(body), "billing_")
 }

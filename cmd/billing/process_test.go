@@ -53,12 +53,15 @@ func TestProcesses(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0").Scan(&distinct))
 	require.Equal(t, distinct, n, "each migration applied once")
 
-	addr := freeAddr(t)
-	base := "http://" + addr
-	webEnv := append(env, "BILLING_HTTP_ADDR="+addr, "BILLING_RIVERUI_USER=ops", "BILLING_RIVERUI_PASSWORD=s3cret")
+	addr, opsAddr := freeAddr(t), freeAddr(t)
+	base, ops := "http://"+addr, "http://"+opsAddr
+	webEnv := append(env, "BILLING_HTTP_ADDR="+addr, "BILLING_METRICS_ADDR="+opsAddr,
+		"BILLING_RIVERUI_USER=ops", "BILLING_RIVERUI_PASSWORD=s3cret")
 	web := startProc(t, webEnv, "web")
 	worker := startProc(t, env, "worker")
 	waitHealthy(t, base, web, 30*time.Second)
+	waitHealthy(t, ops, web, 30*time.Second)
+	requireNoPublicMetrics(t, base)
 
 	code, _ := get(t, base+"/riverui/", "", "")
 	require.Equal(t, 401, code)
@@ -85,7 +88,7 @@ func TestProcesses(t *testing.T) {
 		_ = dbPool.QueryRow(ctx, "SELECT state::text FROM river_job WHERE kind = 'noop'").Scan(&state)
 		return state == "completed"
 	}, 20*time.Second, 50*time.Millisecond)
-	code, body = get(t, base+"/metrics", "", "")
+	code, body = get(t, ops+"/metrics", "", "")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `billing_river_jobs{kind="noop",state="completed"} 1`)
 	require.Contains(t, body, "go_goroutines")

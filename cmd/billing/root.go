@@ -36,6 +36,10 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newEnforceCmd(),
 		newChaosCmd(),
 		newPlayersCmd(),
+		newReconcileCmd(),
+		newPaymentsCmd(),
+		newDebtsCmd(),
+		newWalletCmd(),
 	)
 	return root
 }

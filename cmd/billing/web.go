@@ -18,14 +18,22 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/internal/devcheckout"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
+	"github.com/fibe-dev/billing/webhook"
 )
 
 func newWebCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "web",
-		Short: "Serve the HTTP API, webhook intake, /riverui/, /metrics and /healthz (Procfile web)",
-		Args:  cobra.NoArgs,
+		Short: "Serve the HTTP API, webhook intake, /riverui/ and /healthz (Procfile web)",
+		Long: `web serves the public HTTP API, the webhook intake, the River UI (when
+BILLING_RIVERUI_USER is set) and /healthz on BILLING_HTTP_ADDR. Prometheus
+metrics show business volumes, so they are not on that listener: with
+BILLING_METRICS_ADDR set, /metrics (and /healthz again) are served on that
+operator address, which only Prometheus should reach.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd, true)
 			if err != nil {
@@ -37,6 +45,13 @@ func newWebCmd() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			if cfg.MetricsAddr != "" {
+				_, stop, err := serveOps(cfg.MetricsAddr, pool, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
 				return fmt.Errorf("http_addr: %w", err)
@@ -56,9 +71,14 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 		return err
 	}
 	registerStateCollector.Do(func() {
-		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil))
+		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil), wallet.NewDebtCollector(pool))
 	})
-	srv, err := httpapi.New(httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger})
+	opts := httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger}
+	if cfg.DevCheckoutURL != "" {
+		opts.DevCheckout = devcheckout.Handler(devcheckout.Options{Pool: pool,
+			BaseURL: cfg.DevCheckoutURL, Secrets: webhook.SecretsFromConfig(cfg), Logger: logger})
+	}
+	srv, err := httpapi.New(opts)
 	if err != nil {
 		return err
 	}
@@ -76,7 +96,7 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(httpapi.ProblemListener(ln)) }()
 	logger.Info("web listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:

@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -36,7 +36,7 @@ func newWorkerCmd() *cobra.Command {
 			}
 			defer pool.Close()
 			if cfg.MetricsAddr != "" {
-				stop, err := serveWorkerMetrics(cfg.MetricsAddr, pool, logger)
+				_, stop, err := serveOps(cfg.MetricsAddr, pool, logger)
 				if err != nil {
 					return err
 				}
@@ -50,10 +50,7 @@ func newWorkerCmd() *cobra.Command {
 // runWorker works jobs until ctx is done, then stops River: soft stop
 // within the shutdown timeout, then hard stop. The pool outlives the client.
 func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logger *slog.Logger) error {
-	workers, periodic, err := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
-	if err != nil {
-		return err
-	}
+	workers, periodic := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic,
 		JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter})
 	if err != nil {
@@ -72,33 +69,25 @@ func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logg
 	return nil
 }
 
-// serveWorkerMetrics exposes the worker's own counters (fundings,
-// fulfilments, wallet posts, jobs worked) on addr: they live in this process,
-// so the web process's /metrics cannot show them.
-func serveWorkerMetrics(addr string, pool *pgxpool.Pool, logger *slog.Logger) (func(), error) {
+// serveOps serves /metrics and /healthz on addr, the operator listener
+// (BILLING_METRICS_ADDR), for whichever processes run here: each process
+// has its own counters (the worker's fundings and fulfilments live only in
+// the worker), and the public API listener does not show them. It returns
+// the bound address (addr may ask for port 0) and a stop function.
+func serveOps(addr string, pool *pgxpool.Pool, logger *slog.Logger) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics_addr: %w", err)
+		return "", nil, fmt.Errorf("metrics_addr: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := pool.Ping(ctx); err != nil {
-			http.Error(w, "database unreachable\n", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.NewOpsHandler(pool, prometheus.DefaultGatherer, logger),
+		ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("metrics server", "error", err)
 		}
 	}()
-	logger.Info("worker metrics listening", "addr", ln.Addr().String())
-	return func() {
+	logger.Info("metrics listening", "addr", ln.Addr().String())
+	return ln.Addr().String(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)

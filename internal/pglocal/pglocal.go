@@ -6,13 +6,15 @@
 // and CI runs as root: in that case the cluster runs as the `postgres` system
 // user through tiny wrapper scripts that `runuser` the real binaries, which
 // keeps the whole thing transparent to callers.
+//
+// A cluster never outlives the process that started it: a watchdog process
+// (see watchdog.go) stops it when that process dies without calling Stop.
 package pglocal
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -23,6 +25,8 @@ import (
 	"time"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
+
+	"github.com/fibe-dev/billing/internal/procs"
 )
 
 // ErrNoBinaries means no PostgreSQL server binaries were found on this machine.
@@ -41,6 +45,9 @@ type Options struct {
 	Fast bool
 	// Log receives PostgreSQL's output; nil discards it.
 	Log io.Writer
+	// Ephemeral marks Dir as scratch: should this process die without
+	// calling Stop, the watchdog removes Dir after stopping the cluster.
+	Ephemeral bool
 }
 
 // Server is a running cluster.
@@ -50,6 +57,7 @@ type Server struct {
 	db       string
 	binaries string // directory holding bin/pg_ctl (the root wrappers when root)
 	dataDir  string
+	watchdog *watchdog
 }
 
 // FindBinaries returns the directory that contains bin/pg_ctl.
@@ -92,7 +100,7 @@ func Start(opts Options) (*Server, error) {
 		opts.Database = "billing"
 	}
 	if opts.Port == 0 {
-		if opts.Port, err = FreePort(); err != nil {
+		if opts.Port, err = procs.FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -129,12 +137,28 @@ func Start(opts Options) (*Server, error) {
 		StartParameters(params).
 		StartTimeout(60 * time.Second).
 		Logger(logw)
-	pg := embeddedpostgres.NewDatabase(cfg)
-	if err := pg.Start(); err != nil {
+	s := &Server{pg: embeddedpostgres.NewDatabase(cfg), port: opts.Port, db: opts.Database, binaries: binaries,
+		dataDir: filepath.Join(opts.Dir, "data")}
+	// The watchdog comes first: a cluster never outlives the process that
+	// started it, even one killed with SIGKILL (or by a test timeout's
+	// panic) while PostgreSQL was still starting, so a red run never leaks
+	// servers into the next.
+	if s.watchdog, err = startWatchdog(pgctlPath(binaries), s.dataDir, ephemeralDir(opts)); err != nil {
+		return nil, err
+	}
+	if err := s.pg.Start(); err != nil {
+		s.watchdog.finish(false)
 		return nil, fmt.Errorf("pglocal: start PostgreSQL in %s: %w", opts.Dir, err)
 	}
-	return &Server{pg: pg, port: opts.Port, db: opts.Database, binaries: binaries,
-		dataDir: filepath.Join(opts.Dir, "data")}, nil
+	return s, nil
+}
+
+// ephemeralDir is the directory the watchdog removes, "" for none.
+func ephemeralDir(opts Options) string {
+	if opts.Ephemeral {
+		return opts.Dir
+	}
+	return ""
 }
 
 // URL is the connection URL of the cluster's database.
@@ -149,7 +173,11 @@ func (s *Server) DatabaseURL(db string) string {
 func (s *Server) Port() int { return s.port }
 
 // Stop shuts the cluster down (fast mode) and waits for it.
-func (s *Server) Stop() error { return s.pg.Stop() }
+func (s *Server) Stop() error {
+	err := s.pg.Stop()
+	s.watchdog.finish(err == nil)
+	return err
+}
 
 // Restart is `pg_ctl restart -m fast`: every connection is cut, as in a
 // failover or a crash-restart of the primary. Fault-injection tests use it.
@@ -247,14 +275,4 @@ func parentsTraversable(dir string) error {
 		}
 	}
 	return nil
-}
-
-// FreePort asks the kernel for a free TCP port on localhost.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -1,10 +1,18 @@
 package pglocal_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -62,4 +70,89 @@ func TestRestartCutsConnections(t *testing.T) {
 	defer conn2.Close(ctx)
 	var one int
 	require.NoError(t, conn2.QueryRow(ctx, "SELECT 1").Scan(&one))
+}
+
+// TestClusterDiesWithItsStarter: a cluster never outlives the process that
+// started it. A helper process (this test binary, re-run) starts an
+// ephemeral cluster and then dies as a red test run does: SIGKILL, a panic
+// (what -test.timeout does), Ctrl-C reaching its process group, SIGTERM.
+// Within seconds the postmaster is gone and the directory removed.
+func TestClusterDiesWithItsStarter(t *testing.T) {
+	t.Parallel()
+	for _, end := range []string{"sigkill", "panic", "interrupt", "sigterm"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "cluster")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStartCluster$", "-test.v")
+			cmd.Env = append(os.Environ(), "PGLOCAL_HELPER_DIR="+dir, "PGLOCAL_HELPER_END="+end)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			out, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			port, pid := readReady(t, out)
+			require.True(t, alive(pid), "postmaster %d runs while its starter lives", pid)
+
+			switch end {
+			case "sigkill":
+				require.NoError(t, cmd.Process.Kill())
+			case "interrupt": // what Ctrl-C in a terminal does: the whole group
+				require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+			case "sigterm":
+				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			}
+			_, _ = io.Copy(io.Discard, out)
+			require.Error(t, cmd.Wait(), "the starter died")
+			died := time.Now()
+			require.Eventually(t, func() bool { return !alive(pid) }, 20*time.Second, 50*time.Millisecond,
+				"postmaster %d outlived its starter", pid)
+			t.Logf("%s: postmaster gone %v after its starter", end, time.Since(died).Round(time.Millisecond))
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			require.Error(t, err, "nothing listens on the cluster's port")
+			require.Eventually(t, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) },
+				10*time.Second, 50*time.Millisecond, "the ephemeral directory is removed")
+		})
+	}
+}
+
+// TestHelperStartCluster is the helper process of TestClusterDiesWithItsStarter.
+func TestHelperStartCluster(t *testing.T) {
+	dir := os.Getenv("PGLOCAL_HELPER_DIR")
+	if dir == "" {
+		t.Skip("helper process of TestClusterDiesWithItsStarter")
+	}
+	srv, err := pglocal.Start(pglocal.Options{Dir: dir, Fast: true, Ephemeral: true})
+	require.NoError(t, err)
+	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	require.NoError(t, err)
+	fmt.Printf("ready %d %s\n", srv.Port(), strings.SplitN(string(pidFile), "\n", 2)[0])
+	if os.Getenv("PGLOCAL_HELPER_END") == "panic" {
+		// As -test.timeout does: a panic on another goroutine, no cleanup.
+		go panic("test timed out after 10m0s")
+	}
+	time.Sleep(time.Minute) // until killed
+}
+
+func readReady(t *testing.T, r io.Reader) (port, pid int) {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "ready %d %d", &port, &pid); err == nil {
+			return port, pid
+		}
+	}
+	t.Fatalf("helper never reported its cluster: %v", sc.Err())
+	return 0, 0
+}
+
+// alive: a process with pid exists and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(stat), ") Z ")
 }

@@ -25,7 +25,7 @@ CREATE TABLE orders (
 CREATE INDEX orders_player_id_idx ON orders (player_id, id);
 
 -- One row per provider event, ever: the INSERT ... ON CONFLICT DO NOTHING of
--- this row is the claim, and the fulfil_order job is inserted in the same
+-- this row is the claim, and the fulfill_order job is inserted in the same
 -- transaction. payload keeps the exact bytes whose signature was verified.
 CREATE TABLE webhook_events (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// runBillingFail runs billing expecting exit status 1 and returns its output.
+func runBillingFail(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(cmd.Environ(), env...)
+	raw, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "want a failure, got %v:\n%s", err, raw)
+	return string(raw)
+}
+
+// The operator's money commands: debts list and forgive, wallet adjust,
+// payments list, each with --json and replay-safe keys; ledger verify
+// checks invariants 7-9.
+func TestMoneyCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := testdb.NewURL(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	env := []string{"BILLING_DATABASE_URL=" + dbURL}
+	var player int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('d') RETURNING id`).Scan(&player))
+	p := strconv.FormatInt(player, 10)
+
+	var adj struct {
+		ID       string `json:"id"`
+		Amount   int64  `json:"amount"`
+		Replayed bool   `json:"replayed"`
+	}
+	args := []string{"wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "40", "--reason", "goodwill", "--key", "ops-1", "--json"}
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, args...)), &adj))
+	first := adj
+	require.Equal(t, int64(40), adj.Amount)
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, args...)), &adj))
+	require.Equal(t, first.ID, adj.ID)
+	require.True(t, adj.Replayed)
+	require.Contains(t, runBillingFail(t, env, "wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "-41",
+		"--reason", "too much", "--key", "ops-2"), "insufficient balance")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = wallet.New(pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: 100, Key: "cb", Reference: "t"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	var debts []wallet.Debt
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "debts", "list", "--json")), &debts))
+	require.Len(t, debts, 1)
+	require.Equal(t, wallet.Debt{PlayerID: player, Mana: 60, UpdatedAt: debts[0].UpdatedAt}, debts[0])
+	require.Contains(t, runBilling(t, env, "ledger", "verify"), "ledger clean")
+
+	var f wallet.Forgiveness
+	forgive := []string{"debts", "forgive", "--player", p, "--key", "fg-1", "--reason", "support", "--json"}
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, forgive...)), &f))
+	require.Equal(t, wallet.Forgiveness{PlayerID: player, Mana: 60}, f)
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, forgive...)), &f))
+	require.Equal(t, wallet.Forgiveness{PlayerID: player, Mana: 60, Replayed: true}, f)
+	require.Contains(t, runBilling(t, env, "debts", "list"), "0 open debts")
+	require.Equal(t, "[]\n", runBilling(t, env, "payments", "list", "--unapplied", "--json"))
+
+	_, err = pool.Exec(ctx, `UPDATE debts SET outstanding = 5 WHERE player_id = $1`, player)
+	require.NoError(t, err)
+	require.Contains(t, runBillingFail(t, env, "ledger", "verify"), "invariant 9 debt_vs_receivable")
+}

@@ -1,0 +1,28 @@
+package fulfillment
+
+// SKU is a purchasable Mana pack: what it costs in a provider currency and
+// how much Mana it grants. billing.yaml's skus parse into it (package
+// config); an order snapshots it at checkout.
+type SKU struct {
+	Amount   int64  `mapstructure:"amount"`   // minor units, e.g. cents
+	Currency string `mapstructure:"currency"` // ISO 4217, lower case
+	Mana     int64  `mapstructure:"mana"`
+	// Name is the product name shown on the provider's checkout (default:
+	// the SKU's key).
+	Name string `mapstructure:"name"`
+	// CreemProductID is the Creem product a checkout of this SKU names
+	// (Creem prices by product): required to sell it through Creem.
+	CreemProductID string `mapstructure:"creem_product_id"`
+	// PaddlePriceID, when set, makes Paddle checkouts use this catalogue
+	// price instead of a non-catalogue price made from the snapshot.
+	PaddlePriceID string `mapstructure:"paddle_price_id"`
+}
+
+// DefaultSKUs is the built-in catalogue, used when billing.yaml defines
+// none.
+func DefaultSKUs() map[string]SKU {
+	return map[string]SKU{
+		"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
+		"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
+	}
+}

@@ -1,0 +1,304 @@
+package fulfillment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/testdb"
+)
+
+// stripeMockBin finds stripe-mock; without it the test is skipped, unless
+// CI is set, where it must be installed.
+func stripeMockBin(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("STRIPE_MOCK"), "/root/go/bin/stripe-mock"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	if p, err := exec.LookPath("stripe-mock"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("stripe-mock is not installed (go install github.com/stripe/stripe-mock@v0.203.0)")
+	}
+	t.Skip("stripe-mock is not installed")
+	return ""
+}
+
+// refundLog records the refund requests that reach stripe-mock.
+type refundLog struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (l *refundLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.keys...)
+}
+
+// startStripeMock runs stripe-mock on a free local port behind a
+// recording proxy and returns the proxy's URL.
+func startStripeMock(t *testing.T) (string, *refundLog) {
+	t.Helper()
+	bin := stripeMockBin(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	cmd := exec.Command(bin, "-http-addr", addr)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitListening(t, addr)
+	target, err := url.Parse("http://" + addr)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	log := &refundLog{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/refunds" {
+			log.mu.Lock()
+			log.keys = append(log.keys, r.Header.Get("Idempotency-Key"))
+			log.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, log
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stripe-mock did not listen on %s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startRiverWith is startRiver with refunders and the reverse worker.
+func startRiverWith(t *testing.T, pool *pgxpool.Pool, opts fulfillment.WorkerOptions) *river.Client[pgx.Tx] {
+	t.Helper()
+	opts.Pool, opts.Logger = pool, slog.New(slog.DiscardHandler)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, fulfillment.NewWorker(opts))
+	river.AddWorker(workers, fulfillment.NewReverseWorker(opts))
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
+		Workers:           workers,
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		Logger:            slog.New(slog.DiscardHandler),
+		TestOnly:          true,
+	})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(ctx))
+	})
+	return client
+}
+
+// A second, distinct payment for a paid order (10 deliveries of it under
+// fresh event ids, at once) is recorded unapplied once, mints nothing, is
+// refunded through Stripe's API (stripe-mock) under one idempotency key,
+// and the refund's own webhook claws nothing back.
+func TestDoubleChargeUnappliedAndRefundedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	apiURL, refunds := startStripeMock(t)
+	pool := testdb.New(t)
+	client := startRiverWith(t, pool, fulfillment.WorkerOptions{Refunders: map[string]fulfillment.Refunder{
+		fulfillment.ProviderStripe: fulfillment.NewStripeRefunder("sk_test_123", apiURL)}})
+	player := newPlayer(t, pool)
+	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
+		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
+	require.NoError(t, err)
+	payWith(t, pool, client, "stripe", "evt_first", "pi_first", o.ID, 999, "usd")
+	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
+
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = tryPay(pool, client, "stripe", fmt.Sprintf("evt_second_%d", i), "pi_second", o.ID, 999, "usd")
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	jobs := waitJobs(t, pool, 11)
+	for _, j := range jobs[1:] {
+		require.Equal(t, "cancelled", j.State, j.Errors)
+		require.Contains(t, j.Errors[len(j.Errors)-1], "pi_second")
+		require.Contains(t, j.Errors[len(j.Errors)-1], "refunded")
+	}
+	require.Equal(t, int64(1000), manaBalance(t, pool, player))
+	ps, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{OrderID: o.ID})
+	require.NoError(t, err)
+	require.Len(t, ps, 2)
+	require.Equal(t, fulfillment.PaymentApplied, ps[0].Status)
+	second := ps[1]
+	require.Equal(t, fulfillment.PaymentRefunded, second.Status)
+	require.True(t, strings.HasPrefix(second.RefundID, "re_"), second.RefundID)
+	require.Zero(t, second.ManaMinted)
+	keys := refunds.all()
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		require.Equal(t, fulfillment.RefundKey(second.ID), k, "every refund request carries the payment's key")
+	}
+	unapplied, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: true})
+	require.NoError(t, err)
+	require.Empty(t, unapplied, "refunded, so no longer waiting for an operator")
+
+	// Stripe then reports the refund: nothing minted, nothing clawed back.
+	reverse(t, pool, client, fulfillment.ReversePaymentArgs{Provider: "stripe", EventID: "evt_refund_second",
+		PaymentID: "pi_second", ReversalID: "charge:ch_second", ReversalKind: fulfillment.ReversalRefund,
+		State: fulfillment.StateSucceeded, Amount: 999, Currency: "usd"})
+	require.Equal(t, "completed", waitKind(t, pool, "reverse_payment", 1)[0].State)
+	require.Equal(t, int64(1000), manaBalance(t, pool, player))
+	got, err := fulfillment.GetOrder(ctx, pool, player, o.ID)
+	require.NoError(t, err)
+	require.Equal(t, fulfillment.StatusFulfilled, got.Status)
+	require.Zero(t, got.RefundedAmount)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind <> 'purchase'`))
+	requireClean(t, pool)
+}
+
+// Without a refund API the unapplied payment waits for an operator, and
+// the cancelled job says to refund it.
+func TestDoubleChargeWithoutRefunderAsksOperator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	client := startRiver(t, pool)
+	player := newPlayer(t, pool)
+	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
+		PlayerID: player, SKU: "mana_1000", Provider: "paddle"})
+	require.NoError(t, err)
+	payWith(t, pool, client, "paddle", "evt_1", "txn_1", o.ID, 999, "usd")
+	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State) // else either payment may be the one that mints
+	payWith(t, pool, client, "paddle", "evt_2", "txn_2", o.ID, 999, "usd")
+	jobs := waitJobs(t, pool, 2)
+	require.Equal(t, "cancelled", jobs[1].State)
+	require.Contains(t, jobs[1].Errors[0], "REFUND IT")
+	require.Contains(t, jobs[1].Errors[0], "already paid")
+	unapplied, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: true})
+	require.NoError(t, err)
+	require.Len(t, unapplied, 1)
+	require.Equal(t, "txn_2", unapplied[0].PaymentID)
+	require.Equal(t, int64(1000), manaBalance(t, pool, player))
+	requireClean(t, pool)
+}
+
+// A payment through another provider than the order's is refused like an
+// amount mismatch: order rejected, payment unapplied, nothing minted.
+func TestPaymentFromAnotherProviderRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	client := startRiver(t, pool)
+	player := newPlayer(t, pool)
+	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
+		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
+	require.NoError(t, err)
+	payWith(t, pool, client, "paddle", "evt_p", "txn_p", o.ID, 999, "usd")
+	jobs := waitJobs(t, pool, 1)
+	require.Equal(t, "cancelled", jobs[0].State)
+	require.Contains(t, jobs[0].Errors[0], "opened as a stripe checkout")
+	got, err := fulfillment.GetOrder(ctx, pool, player, o.ID)
+	require.NoError(t, err)
+	require.Equal(t, fulfillment.StatusRejected, got.Status)
+	require.Zero(t, manaBalance(t, pool, player))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payments WHERE status = 'unapplied' AND payment_id = 'txn_p'`))
+	requireClean(t, pool)
+}
+
+// flakyRefunder fails its first call as a network error would, then
+// refunds; it records every key it was asked with.
+type flakyRefunder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (f *flakyRefunder) Refund(_ context.Context, r fulfillment.RefundRequest) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, r.IdempotencyKey)
+	if len(f.keys) == 1 {
+		return "", errors.New("connection reset by peer")
+	}
+	return "re_fake_" + r.PaymentID, nil
+}
+
+// A refund that fails transiently is retried by the job with the same
+// provider key (the provider answers a repeated key with the first
+// refund), and the payment ends refunded.
+func TestUnappliedRefundRetriedWithOneKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	refunder := &flakyRefunder{}
+	client := startRiverWith(t, pool, fulfillment.WorkerOptions{Refunders: map[string]fulfillment.Refunder{"stripe": refunder}})
+	player := newPlayer(t, pool)
+	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
+		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
+	require.NoError(t, err)
+	payWith(t, pool, client, "stripe", "evt_1", "pi_1", o.ID, 999, "usd")
+	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
+	payWith(t, pool, client, "stripe", "evt_2", "pi_2", o.ID, 999, "usd")
+	jobs := waitJobs(t, pool, 2)
+	require.Equal(t, "cancelled", jobs[1].State)
+	require.Len(t, jobs[1].Errors, 2, "one failed attempt, then the cancel")
+	require.Contains(t, jobs[1].Errors[0], "connection reset")
+	require.Contains(t, jobs[1].Errors[1], "refunded automatically as re_fake_pi_2")
+	ps, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{OrderID: o.ID})
+	require.NoError(t, err)
+	require.Equal(t, fulfillment.PaymentRefunded, ps[1].Status)
+	require.Equal(t, []string{fulfillment.RefundKey(ps[1].ID), fulfillment.RefundKey(ps[1].ID)}, refunder.keys)
+	require.Equal(t, int64(1000), manaBalance(t, pool, player))
+	requireClean(t, pool)
+}
+
+// Stripe cannot refund a Checkout Session id (a payment without a
+// PaymentIntent): not retried, left for an operator.
+func TestStripeRefunderRefusesSessionIDs(t *testing.T) {
+	t.Parallel()
+	_, err := fulfillment.NewStripeRefunder("sk_test_123", "http://127.0.0.1:1").Refund(context.Background(),
+		fulfillment.RefundRequest{PaymentID: "cs_test_1", Amount: 5, Currency: "usd", IdempotencyKey: "k"})
+	require.ErrorIs(t, err, fulfillment.ErrNotRefundable)
+}

@@ -1,0 +1,75 @@
+package fulfillment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+)
+
+// ErrUnappliedPayment wraps the cancel error of a payment that minted
+// nothing: a second, distinct payment for a paid order, or a payment its
+// order refused. The error says what to refund.
+var ErrUnappliedPayment = errors.New("fulfillment: payment recorded unapplied")
+
+// unapplied records job's payment as unapplied with reason, commits, and
+// refunds it where a refunder is configured. It returns the job's cancel
+// error, or a retryable error when the refund failed transiently.
+func (w *Worker) unapplied(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, reason string) (string, error) {
+	a := job.Args
+	p := &Payment{Provider: a.Provider, PaymentID: a.paymentID(), OrderID: o.ID, PlayerID: o.PlayerID, EventID: a.EventID,
+		Amount: a.PaidAmount, Currency: strings.TrimSpace(a.PaidCurrency), Status: PaymentUnapplied, Reason: reason}
+	if err := insertPayment(ctx, tx, p); err != nil {
+		return OutcomeError, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return OutcomeError, fmt.Errorf("fulfillment: commit unapplied payment of order %d: %w", o.ID, err)
+	}
+	unappliedPayments.WithLabelValues(p.Provider).Inc()
+	w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
+		"amount", p.Amount, "currency", p.Currency, "reason", reason)
+	return w.settleUnapplied(ctx, p, reason)
+}
+
+// settleUnapplied refunds unapplied payment p when it can, and returns the
+// job's cancel error naming what was (or is still to be) refunded.
+func (w *Worker) settleUnapplied(ctx context.Context, p *Payment, why string) (string, error) {
+	done, err := w.refund(ctx, p)
+	if err != nil {
+		return OutcomeError, err
+	}
+	return OutcomeUnapplied, river.JobCancel(fmt.Errorf("%w: %s; %s payment %s of %d %s minted nothing: %s",
+		ErrUnappliedPayment, why, p.Provider, p.PaymentID, p.Amount, p.Currency, done))
+}
+
+// refund gives p back through its provider, once: the provider key is
+// derived from p's row id, so a retried job gets the first refund back.
+// It says what happened, or returns a retryable error.
+func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
+	switch {
+	case p.Status == PaymentRefunded:
+		return "refunded as " + p.RefundID, nil
+	case p.Amount <= 0:
+		return "nothing to refund", nil
+	}
+	r := w.refunders[p.Provider]
+	if r == nil {
+		return "REFUND IT to the customer (no refund API configured for " + p.Provider + ")", nil
+	}
+	id, err := r.Refund(ctx, RefundRequest{PaymentID: p.PaymentID, Amount: p.Amount, Currency: p.Currency,
+		IdempotencyKey: RefundKey(p.ID)})
+	if errors.Is(err, ErrNotRefundable) {
+		return fmt.Sprintf("REFUND IT to the customer (automatic refund failed: %v)", err), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("fulfillment: refund unapplied payment %d: %w", p.ID, err)
+	}
+	if err := markRefunded(ctx, w.pool, p.ID, id); err != nil {
+		return "", err
+	}
+	w.logger.InfoContext(ctx, "unapplied payment refunded", "payment_id", p.PaymentID, "refund_id", id)
+	return "refunded automatically as " + id, nil
+}

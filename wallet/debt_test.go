@@ -1,0 +1,166 @@
+package wallet_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// receivable is minus the player's entries on the receivable account: what
+// the ledger says the player owes.
+func receivable(t *testing.T, pool *pgxpool.Pool, player int64) int64 {
+	t.Helper()
+	return -count(t, pool, `SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e
+		JOIN wallet_transactions t ON t.id = e.transaction_id WHERE e.account = 'receivable' AND t.player_id = $1`, player)
+}
+
+func debtOf(t *testing.T, pool *pgxpool.Pool, player int64) int64 {
+	t.Helper()
+	n, err := wallet.OutstandingDebt(context.Background(), pool, player)
+	require.NoError(t, err)
+	require.Equal(t, n, receivable(t, pool, player), "the debts row mirrors the receivable account")
+	return n
+}
+
+// clawback takes mana back from player in its own transaction.
+func clawback(t *testing.T, s *wallet.Store, pool *pgxpool.Pool, player, mana int64, key string) *wallet.Clawback {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	c, err := s.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: mana, Key: key, Reference: "test"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	return c
+}
+
+// Mana first, then whole Mana's worth of Sparks at the rate, the rest debt.
+func TestClawbackTakesManaThenSparksThenDebt(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 10})
+	player := newPlayer(t, pool)
+	fund(t, s, player, wallet.Mana, 30)
+	fund(t, s, player, wallet.Sparks, 25)
+
+	c := clawback(t, s, pool, player, 50, "cb:1")
+	require.Equal(t, wallet.Clawback{Mana: 30, Sparks: 20, Debt: 18}, *c)
+	require.Zero(t, balance(t, pool, player, wallet.Mana))
+	require.Equal(t, int64(5), balance(t, pool, player, wallet.Sparks))
+	require.Equal(t, int64(18), debtOf(t, pool, player))
+	var owed *wallet.OutstandingDebtError
+	require.ErrorAs(t, wallet.CheckNoDebt(context.Background(), pool, player), &owed)
+	require.ErrorIs(t, owed, wallet.ErrOutstandingDebt)
+
+	// A player with nothing at all: everything is debt.
+	broke := newPlayer(t, pool)
+	require.Equal(t, wallet.Clawback{Debt: 7}, *clawback(t, s, pool, broke, 7, "cb:2"))
+	require.Equal(t, int64(7), debtOf(t, pool, broke))
+}
+
+// Ten operators forgive one debt with one key at once: written off once,
+// every answer the same Mana, the wallet unchanged.
+func TestForgiveDebtRacingOnOneKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 12)
+	s := wallet.New(pool, wallet.Options{})
+	player := newPlayer(t, pool)
+	fund(t, s, player, wallet.Mana, 5)
+	clawback(t, s, pool, player, 40, "cb")
+	require.Equal(t, int64(35), debtOf(t, pool, player))
+
+	results := make([]*wallet.Forgiveness, 10)
+	errs := make([]error, 10)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(ctx, player, "ops-42", "goodwill") })
+	}
+	wg.Wait()
+	fresh := 0
+	for i, f := range results {
+		require.NoError(t, errs[i])
+		require.Equal(t, int64(35), f.Mana)
+		if !f.Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh)
+	require.Zero(t, debtOf(t, pool, player))
+	require.Zero(t, balance(t, pool, player, wallet.Mana))
+	require.NoError(t, wallet.CheckNoDebt(ctx, pool, player))
+	require.Equal(t, int64(2), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'debt_write_off'`))
+
+	_, err := s.ForgiveDebt(ctx, newPlayer(t, pool), "ops-42", "another player, same key")
+	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+}
+
+// Ten concurrent adjustments with one operator key: one credit. A debit
+// never goes negative; a Mana credit settles a debt first.
+func TestAdjustRacingOnOneKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 12)
+	s := wallet.New(pool, wallet.Options{})
+	player := newPlayer(t, pool)
+	var wg sync.WaitGroup
+	txs := make([]*wallet.Transaction, 10)
+	errs := make([]error, 10)
+	for i := range txs {
+		wg.Go(func() {
+			txs[i], errs[i] = s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: wallet.Sparks, Amount: 100,
+				Reason: "support ticket 7", Key: "adj-7"})
+		})
+	}
+	wg.Wait()
+	for i := range txs {
+		require.NoError(t, errs[i])
+		require.Equal(t, txs[0].ID, txs[i].ID)
+	}
+	require.Equal(t, int64(100), balance(t, pool, player, wallet.Sparks))
+	require.Equal(t, "adjust: support ticket 7", txs[0].Reference)
+
+	_, err := s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: wallet.Sparks, Amount: -101, Reason: "x", Key: "adj-8"})
+	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
+	_, err = s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: wallet.Sparks, Amount: -5, Reason: "x", Key: "adj-7"})
+	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+	_, err = s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: wallet.Sparks, Amount: 5, Reason: " ", Key: "adj-9"})
+	require.ErrorIs(t, err, wallet.ErrInvalidPost)
+	_, err = s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: "gold", Amount: 5, Reason: "x", Key: "adj-10"})
+	require.ErrorIs(t, err, wallet.ErrUnknownCurrency)
+	require.Equal(t, int64(100), balance(t, pool, player, wallet.Sparks))
+
+	clawback(t, s, pool, player, 130, "cb") // 100 Sparks = 100 Mana at rate 1, 30 owed
+	require.Equal(t, int64(30), debtOf(t, pool, player))
+	for range 2 { // replayed: settles nothing twice
+		_, err = s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: wallet.Mana, Amount: 50, Reason: "gift", Key: "adj-11"})
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(20), balance(t, pool, player, wallet.Mana))
+	require.Zero(t, debtOf(t, pool, player))
+}
+
+// The debt gauges read the debts table at scrape time.
+func TestDebtCollector(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	s := wallet.New(pool, wallet.Options{})
+	clawback(t, s, pool, newPlayer(t, pool), 12, "cb:a")
+	clawback(t, s, pool, newPlayer(t, pool), 30, "cb:b")
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(wallet.NewDebtCollector(pool)))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+	}
+	require.Equal(t, map[string]float64{"billing_outstanding_debt_mana": 42, "billing_debtors": 2}, got)
+}
