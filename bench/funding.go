@@ -30,6 +30,7 @@ func init() {
 			fs.Int("rounds", 3, "rounds alternating the four measurements (each gets marquees/rounds jobs, duration/rounds)")
 			fs.Duration("fetch-cooldown", 0, "River FetchCooldown of the measured queue, for both (0: the worker process's, jobs.Queues)")
 			processesFlag(fs, "worker")
+			ownersFlag(fs)
 		},
 		Run: runFunding,
 	})
@@ -56,9 +57,16 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	if n <= 0 || rounds <= 0 || n < rounds {
 		return nil, fmt.Errorf("bench funding: --marquees and --rounds must be positive, marquees >= rounds")
 	}
+	owners, err := ownersOf(fs, n)
+	if err != nil {
+		return nil, err
+	}
 	if plan, err := processCounts(fs); err != nil || plan != nil {
 		if err != nil {
 			return nil, err
+		}
+		if owners < n {
+			return nil, fmt.Errorf("bench funding: --owners is measured in one process; drop --processes")
 		}
 		return runFundingProcesses(ctx, env, plan, n)
 	}
@@ -75,12 +83,22 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	if err != nil {
 		return nil, err
 	}
+	// With --owners, the measured jobs are Marquees of few players and the
+	// one-Marquee-per-player jobs above become the baseline funding_spread.
+	var spread []int64
+	if owners < n {
+		env.Progressf("funding: %d more Marquees over %d owners", n, owners)
+		spread = marquees
+		if marquees, err = seedOwners(ctx, env, w, n, owners, run); err != nil {
+			return nil, err
+		}
+	}
 	f := &fundingRun{env: env, qc: qc, wallet: w, players: players, run: run,
 		day: enforcer.ServiceDay(time.Now(), env.Config.ServiceDayTZ), logger: slog.New(slog.DiscardHandler)}
 	// Rounds alternate the four measurements, so that the load of a shared
 	// machine, which drifts over seconds, falls on all of them alike.
 	measured := map[string]*series{}
-	for _, name := range []string{"funding", "river_noop", "wallet_debit_distinct", "funding_direct"} {
+	for _, name := range []string{"funding", "funding_spread", "river_noop", "wallet_debit_distinct", "funding_direct"} {
 		measured[name] = &series{}
 	}
 	for r := range rounds {
@@ -95,6 +113,13 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 			{"funding", func() (*Report, error) { return f.fundDays(ctx, chunk) }},
 			{"wallet_debit_distinct", func() (*Report, error) { return f.walletDebits(ctx, rounds), nil }},
 			{"funding_direct", func() (*Report, error) { return f.direct(ctx, directMarquees, rounds), nil }},
+		}
+		if spread != nil {
+			spreadChunk := spread[r*n/rounds : (r+1)*n/rounds]
+			steps = append(steps, struct {
+				name string
+				run  func() (*Report, error)
+			}{"funding_spread", func() (*Report, error) { return f.fundDays(ctx, spreadChunk) }})
 		}
 		for _, st := range steps {
 			rep, err := st.run()
@@ -114,6 +139,10 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	for _, name := range []string{"river_noop", "wallet_debit_distinct", "funding_direct"} {
 		report.AddBaseline(name, measured[name].report(name))
 	}
+	if spread != nil {
+		report.AddBaseline("funding_spread", measured["funding_spread"].report("funding_spread"))
+		report.Note("owners", owners)
+	}
 	report.Note("marquees", n)
 	report.Note("rounds", rounds)
 	report.Note("max_workers", qc.resolve(jobs.QueueFunding).MaxWorkers)
@@ -121,7 +150,7 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	report.Note("percentiles", "p50: median of the rounds' p50s; p99: the worst round's")
 	// Stop the bench's Marquees: a later sweep (or worker) must not fund them.
 	if _, err := env.Pool.Exec(ctx, `UPDATE marquees SET desired_state = 'stopped', status = 'stopped'
-		WHERE id = ANY($1) OR id = ANY($2)`, marquees, directMarquees); err != nil {
+		WHERE id = ANY($1) OR id = ANY($2) OR id = ANY($3)`, marquees, directMarquees, spread); err != nil {
 		return nil, err
 	}
 	if sweepN > 0 {

@@ -22,6 +22,7 @@ func init() {
 			fs.Int("wallets", 10000, "distinct players' Sparks wallets to spread the posts over")
 			fs.Bool("hot", false, "every post hits one player's wallet")
 			fs.Bool("replay", false, "measure first posts, then replay their keys (every key already used)")
+			fs.Int("rounds", 5, "rounds alternating the baselines and first posts (each runs duration/rounds), so a shared machine's drifting load falls on all alike")
 		},
 		Run: runWallet,
 	})
@@ -35,6 +36,10 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 	wallets, _ := fs.GetInt("wallets")
 	hot, _ := fs.GetBool("hot")
 	replay, _ := fs.GetBool("replay")
+	rounds, _ := fs.GetInt("rounds")
+	if rounds < 1 {
+		return nil, fmt.Errorf("--rounds must be at least 1")
+	}
 	if hot {
 		wallets = 1
 	}
@@ -53,33 +58,45 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 	env.Progressf("seeded %d funded wallets in %s", wallets, seedTime.Round(time.Millisecond))
 
 	vars := map[string]string{"minp": fmt.Sprint(players[0]), "maxp": fmt.Sprint(players[len(players)-1]), "run": run}
-	env.Progressf("baseline (a): literal multi-statement post, %d clients, %s", env.Clients, env.Duration)
-	literal, err := PgBench(ctx, "pgbench_literal", env.DatabaseURL, literalPostScript, env.Clients, env.Duration, vars)
-	if err != nil {
-		return nil, err
-	}
-	env.Progressf("baseline (b): one data-modifying CTE, %d clients, %s", env.Clients, env.Duration)
-	cte, err := PgBench(ctx, "pgbench_cte", env.DatabaseURL, ctePostScript, env.Clients, env.Duration, vars)
-	if err != nil {
-		return nil, err
-	}
-
 	keys := make([][]wallet.PostParams, env.Clients) // per client, for --replay
-	post := func(ctx context.Context, client int, seq int64, rng *rand.Rand) error {
+	// Numbers each client's keys across rounds; a post cut off by a round's
+	// end may have committed, so its key is never used again.
+	next := make([]int64, env.Clients)
+	post := func(ctx context.Context, client int, _ int64, rng *rand.Rand) error {
+		next[client]++
 		p := wallet.PostParams{PlayerID: players[rng.IntN(len(players))], Currency: wallet.Sparks, Amount: 1,
 			Direction: wallet.Debit, Kind: wallet.KindFunding, Reference: "bench",
-			IdempotencyKey: fmt.Sprintf("bench:%s:%d:%d", run, client, seq)}
+			IdempotencyKey: fmt.Sprintf("bench:%s:%d:%d", run, client, next[client])}
 		t, err := store.Post(ctx, p)
 		if err == nil && t.Replayed {
 			err = fmt.Errorf("fresh key %q replayed", p.IdempotencyKey)
 		}
-		if err == nil && replay {
+		if err == nil {
 			keys[client] = append(keys[client], p)
 		}
 		return err
 	}
-	env.Progressf("wallet.Post: first posts, %d clients, %s", env.Clients, env.Duration)
-	first := Load(ctx, "wallet_first_posts", env.Clients, env.Duration, withRNG(env.Clients, post))
+	measured := map[string]*series{"pgbench_literal": {}, "pgbench_cte": {}, "wallet_first_posts": {}}
+	slice := env.Duration / time.Duration(rounds)
+	for r := range rounds {
+		env.Progressf("wallet: round %d of %d: baseline (a) literal multi-statement post, baseline (b) one data-modifying CTE, wallet.Post first posts; %d clients, %s each",
+			r+1, rounds, env.Clients, slice)
+		vars["run"] = fmt.Sprintf("%s-%d", run, r) // pgbench's fixed seed repeats its keys each run
+		literal, err := PgBench(ctx, "pgbench_literal", env.DatabaseURL, literalPostScript, env.Clients, slice, vars)
+		if err != nil {
+			return nil, err
+		}
+		measured["pgbench_literal"].add(literal)
+		cte, err := PgBench(ctx, "pgbench_cte", env.DatabaseURL, ctePostScript, env.Clients, slice, vars)
+		if err != nil {
+			return nil, err
+		}
+		measured["pgbench_cte"].add(cte)
+		measured["wallet_first_posts"].add(Load(ctx, "wallet_first_posts", env.Clients, slice, withRNG(env.Clients, post)))
+	}
+	first := measured["wallet_first_posts"].report("wallet_first_posts")
+	literal := measured["pgbench_literal"].report("pgbench_literal")
+	cte := measured["pgbench_cte"].report("pgbench_cte")
 	report := first
 	if replay {
 		env.Progressf("wallet.Post: replays of %d used keys, %d clients, %s", first.Ops, env.Clients, env.Duration)
@@ -103,6 +120,8 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 	report.Note("mode", map[bool]string{false: "fresh keys", true: "replay"}[replay])
 	report.Note("hot", hot)
 	report.Note("seed_seconds", round(seedTime.Seconds()))
+	report.Note("rounds", rounds)
+	report.Note("percentiles", "p50: median of the rounds' p50s; p99: the worst round's (pgbench: mean latency)")
 
 	auditStart := time.Now()
 	audit, err := wallet.Audit(ctx, env.Pool, wallet.AuditOptions{})

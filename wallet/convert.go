@@ -62,37 +62,22 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Conve
 	if err != nil {
 		return nil, err
 	}
-	var q dbtx.DB = s.pool
-	if tx != nil {
-		q = tx
-	}
-	if c, err := lookupPair(ctx, q, debit, credit); err != nil || c != nil {
-		return c, err
-	}
-	var inner pgx.Tx
-	if tx == nil {
-		inner, err = s.pool.Begin(ctx)
-	} else {
-		inner, err = tx.Begin(ctx) // a savepoint
-	}
+	found, err := applyPair(ctx, s.pool, tx, debit, credit)
 	if err != nil {
-		return nil, fmt.Errorf("wallet: convert: begin: %w", err)
+		return s.rescueConversion(ctx, tx, debit, credit, err)
 	}
-	defer func() { _ = inner.Rollback(context.WithoutCancel(ctx)) }()
-
-	// Mana first, then Sparks: the fixed lock order.
+	if found[0].Replayed {
+		return pairOf(found, debit, credit)
+	}
 	conv := &Conversion{}
-	if conv.ManaDebit, err = apply(ctx, inner, debit); err == nil {
-		conv.SparksCredit, err = apply(ctx, inner, credit)
-	}
-	if err == nil {
-		if err = inner.Commit(ctx); err == nil {
-			return conv, nil
+	for _, t := range found {
+		if t.IdempotencyKey == debit.key {
+			conv.ManaDebit = t
+		} else {
+			conv.SparksCredit = t
 		}
-		err = classify(err)
 	}
-	_ = inner.Rollback(ctx)
-	return s.rescueConversion(ctx, tx, debit, credit, err)
+	return conv, nil
 }
 
 // rescueConversion answers a conversion that did not apply: a concurrent
@@ -134,6 +119,12 @@ func lookupPair(ctx context.Context, q dbtx.DB, debit, credit leg) (*Conversion,
 	if err != nil {
 		return nil, fmt.Errorf("wallet: look up conversion: %w", err)
 	}
+	return pairOf(found, debit, credit)
+}
+
+// pairOf answers a conversion from its stored legs found (none: nil, nil)
+// as a replay, and refuses a parent key reused differently.
+func pairOf(found []*Transaction, debit, credit leg) (*Conversion, error) {
 	c := &Conversion{Replayed: true}
 	for _, t := range found {
 		t.Replayed = true

@@ -5,24 +5,26 @@
 //
 // A post (Store.Post, or Store.PostTx inside a caller's transaction) names a
 // player, a currency, a positive amount, a direction, a kind and an
-// idempotency key. It runs in this order:
+// idempotency key. It is ONE SQL statement (a data-modifying CTE), so Post is
+// one round trip in autocommit (a single statement is its own transaction)
+// and PostTx one pipelined batch (SAVEPOINT, statement, RELEASE):
 //
-//  1. Pre-check: one indexed SELECT by key. When the key already has a
-//     transaction, that transaction is returned with Replayed set and nothing
-//     moves; when the stored transaction differs (player, currency,
-//     direction, amount or kind) the post is refused with a
-//     *KeyReusedError naming the field, and nothing moves either.
-//  2. The post itself is ONE SQL statement (a data-modifying CTE): a
-//     conditional UPDATE (an upsert for credits, which creates the wallet)
-//     that takes the wallet row's lock until commit, refuses to go negative
-//     and bumps the wallet's entry sequence, then the transaction insert and
-//     both ledger entries. Post runs it in autocommit (a single statement is
-//     its own transaction, so there is no BEGIN/COMMIT round trip); PostTx
-//     runs it under a savepoint in the caller's transaction.
-//  3. The race: two callers with one key both miss the pre-check; the loser
-//     hits the UNIQUE index on the key (SQLSTATE 23505), its statement (or
-//     savepoint) rolls back, and it returns the winner's row as a replay.
-//     This is the success path of a concurrent retry, not an error.
+//  1. The key check is the statement's first CTE, an indexed SELECT by key.
+//     When the key already has a transaction, an uncorrelated NOT EXISTS
+//     (a one-time filter) skips everything else: the wallet row is neither
+//     read nor locked, so a replay never waits behind a transaction holding
+//     the wallet. The stored transaction comes back with Replayed set; when
+//     it differs (player, currency, direction, amount or kind) the post is
+//     refused with a *KeyReusedError naming the field. Nothing moves.
+//  2. Otherwise: a conditional UPDATE (an upsert for credits, which creates
+//     the wallet) that takes the wallet row's lock until commit, refuses to
+//     go negative and bumps the wallet's entry sequence, then the
+//     transaction insert and both ledger entries.
+//  3. The race: two callers with one key both miss the key check; the
+//     loser hits the UNIQUE index on the key (SQLSTATE 23505), its
+//     statement (or savepoint) rolls back, and it returns the winner's row
+//     as a replay. This is the success path of a concurrent retry, not an
+//     error.
 //
 // # Refused debits are not recorded
 //
@@ -45,8 +47,10 @@
 //
 // Convert moves Mana to Sparks one way (there is no reverse) at the
 // configured rate. It derives two keys from the caller's, <key>:mana_debit
-// and <key>:sparks_credit, and posts both legs in one database transaction,
-// locking the Mana wallet before the Sparks wallet. Funding debits lock only
+// and <key>:sparks_credit, and posts both legs in ONE statement (both keys
+// checked first, as a post's; the Sparks credit reads the Mana debit's
+// result, so the Mana wallet is locked before the Sparks wallet and a
+// refused debit credits nothing). Funding debits lock only
 // the Sparks wallet and purchases only the Mana wallet, so no two of these
 // can wait on each other in a cycle.
 //

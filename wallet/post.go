@@ -158,6 +158,72 @@ SELECT ` + txColumns + ` FROM t`
 	creditSQL = `WITH ` + creditWalletCTE + postTail
 )
 
+// The folded post statements: the key pre-check is a CTE of the post
+// itself, so a post is one round trip. When the key is already stored, the
+// uncorrelated NOT EXISTS is a one-time filter evaluated before the wallet
+// is scanned: the wallet row is neither locked nor waited for, and the
+// stored transaction comes back flagged as a replay. Otherwise the
+// statement locks, checks, updates and inserts exactly as debitSQL and
+// creditSQL do. Parameters are cast because the first use of each no
+// longer fixes its type.
+const (
+	priorCTE = `prior AS (
+    SELECT ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key = $6::text)`
+	foldedDebitWalletCTE = `w AS (
+    UPDATE wallets SET balance = balance + $3::bigint, seq = seq + 1
+    WHERE player_id = $1::bigint AND currency = $2::text AND balance + $3::bigint >= 0
+      AND NOT EXISTS (SELECT FROM prior)
+    RETURNING id, balance, seq)`
+	foldedCreditWalletCTE = `w AS (
+    INSERT INTO wallets AS cur (player_id, currency, balance, seq)
+    SELECT $1::bigint, $2::text, $3::bigint, 1 WHERE NOT EXISTS (SELECT FROM prior)
+    ON CONFLICT (player_id, currency) DO UPDATE
+        SET balance = cur.balance + EXCLUDED.balance, seq = cur.seq + 1
+    RETURNING id, balance, seq)`
+	foldedTail = `,
+t AS (
+    INSERT INTO wallet_transactions (wallet_id, player_id, currency, amount, kind, reference, idempotency_key, balance_after)
+    SELECT id, $1::bigint, $2::text, $3::bigint, $4::text, $5::text, $6::text, balance FROM w
+    RETURNING ` + txColumns + `),
+e AS (
+    INSERT INTO ledger_entries (transaction_id, account, wallet_id, currency, amount, balance_after, seq)
+    SELECT t.id, 'wallet', t.wallet_id, $2::text, $3::bigint, t.balance_after, w.seq FROM t, w
+    UNION ALL
+    SELECT t.id, $7::text, NULL, $2::text, -$3::bigint, NULL, NULL FROM t)
+SELECT true, ` + txColumns + ` FROM prior
+UNION ALL
+SELECT false, ` + txColumns + ` FROM t`
+	foldedDebitSQL = `WITH ` + priorCTE + `,
+` + foldedDebitWalletCTE + foldedTail
+	foldedCreditSQL = `WITH ` + priorCTE + `,
+` + foldedCreditWalletCTE + foldedTail
+)
+
+// foldedSQL is l's one-round-trip statement; its rows are scanned by
+// scanFolded.
+func (l leg) foldedSQL() (string, []any) {
+	q := foldedCreditSQL
+	if l.delta < 0 {
+		q = foldedDebitSQL
+	}
+	return q, []any{l.playerID, string(l.currency), l.delta, string(l.kind), l.reference, l.key, l.account}
+}
+
+// scanFolded reads a folded statement's row: the stored transaction
+// (Replayed set) or the new one. No row is a refusal (errRefused).
+func scanFolded(row pgx.Row) (*Transaction, error) {
+	var t Transaction
+	err := row.Scan(&t.Replayed, &t.ID, &t.WalletID, &t.PlayerID, &t.Currency, &t.Amount, &t.Kind, &t.Reference,
+		&t.IdempotencyKey, &t.BalanceAfter, &t.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errRefused
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 func (l leg) sql() (string, []any) {
 	q := creditSQL
 	if l.delta < 0 {
@@ -170,25 +236,27 @@ func (l leg) sql() (string, []any) {
 // balance; the caller decides between a replay and ErrInsufficientBalance.
 var errRefused = errors.New("wallet: refused")
 
-// apply runs l's statement on q (a pool: autocommit; a transaction: in it).
-func apply(ctx context.Context, q dbtx.DB, l leg) (*Transaction, error) {
-	sql, args := l.sql()
-	t, err := scanTx(q.QueryRow(ctx, sql, args...))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errRefused
+// applyFolded runs l's folded statement on the pool in autocommit: one
+// round trip, a replay included.
+func applyFolded(ctx context.Context, q dbtx.DB, l leg) (*Transaction, error) {
+	sql, args := l.foldedSQL()
+	t, err := scanFolded(q.QueryRow(ctx, sql, args...))
+	if err != nil && !errors.Is(err, errRefused) {
+		return nil, classify(err)
 	}
-	return t, classify(err)
+	return t, err
 }
 
 // savepoint is the name applySavepoint uses; nesting the same name is legal
 // and RELEASE/ROLLBACK TO address the innermost one.
 const savepoint = "wallet_post"
 
-// applySavepoint runs l's statement in tx under a savepoint, pipelined with
-// the SAVEPOINT and RELEASE in one round trip. On failure only the savepoint
-// is rolled back, so the caller's transaction stays usable.
+// applySavepoint runs l's folded statement in tx under a savepoint,
+// pipelined with the SAVEPOINT and RELEASE in one round trip. On failure
+// only the savepoint is rolled back, so the caller's transaction stays
+// usable.
 func applySavepoint(ctx context.Context, tx pgx.Tx, l leg) (*Transaction, error) {
-	sql, args := l.sql()
+	sql, args := l.foldedSQL()
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT " + savepoint)
 	b.Queue(sql, args...)
@@ -197,10 +265,7 @@ func applySavepoint(ctx context.Context, tx pgx.Tx, l leg) (*Transaction, error)
 	_, err := br.Exec()
 	var t *Transaction
 	if err == nil {
-		t, err = scanTx(br.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			t, err = nil, errRefused
-		}
+		t, err = scanFolded(br.QueryRow())
 	}
 	if err == nil || errors.Is(err, errRefused) {
 		if _, rerr := br.Exec(); rerr != nil {

@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Options configure a Store.
@@ -31,7 +29,8 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	return &Store{pool: pool, sparksPerMana: opts.SparksPerMana}
 }
 
-// Post applies p on its own: the post is one statement in autocommit.
+// Post applies p on its own: the post, its key check included, is one
+// statement in autocommit (one round trip).
 func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
 	start := time.Now()
 	t, err := s.post(ctx, nil, p)
@@ -54,26 +53,19 @@ func (s *Store) post(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction
 	if err != nil {
 		return nil, err
 	}
-	var q dbtx.DB = s.pool
-	if tx != nil {
-		q = tx
-	}
-	if t, err := lookup(ctx, q, l.key); err != nil || t != nil {
-		if err != nil {
-			return nil, err
-		}
-		return l.replay(t)
-	}
 	var t *Transaction
 	if tx == nil {
-		t, err = apply(ctx, s.pool, l)
+		t, err = applyFolded(ctx, s.pool, l)
 	} else {
 		t, err = applySavepoint(ctx, tx, l)
 	}
-	if err == nil {
-		return t, nil
+	switch {
+	case err != nil:
+		return s.rescue(ctx, tx, l, err)
+	case t.Replayed:
+		return l.replay(t)
 	}
-	return s.rescue(ctx, tx, l, err)
+	return t, nil
 }
 
 // rescue answers a post whose statement did not apply. When a concurrent
@@ -158,6 +150,20 @@ func (s *Store) Balances(ctx context.Context, playerID int64) (map[Currency]int6
 	return out, nil
 }
 
+// The list statements: keyset pagination on (wallet_id, id). The first
+// page and the pages before a cursor are two statements, not one with
+// "$3 = 0 OR id < $3": under a cached generic plan that disjunction is a
+// filter, not an index bound, and a deep page would walk every newer row
+// of the wallet before reaching its cursor.
+const (
+	listFirstSQL = `SELECT ` + txColumns + ` FROM wallet_transactions
+WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2)
+ORDER BY id DESC LIMIT $3`
+	listBeforeSQL = `SELECT ` + txColumns + ` FROM wallet_transactions
+WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2) AND id < $4
+ORDER BY id DESC LIMIT $3`
+)
+
 // Transactions lists a player's transactions in one currency, newest first.
 func (s *Store) Transactions(ctx context.Context, playerID int64, c Currency, lp ListParams) ([]Transaction, error) {
 	if !validCurrency(c) {
@@ -169,10 +175,11 @@ func (s *Store) Transactions(ctx context.Context, playerID int64, c Currency, lp
 	case lp.Limit > 200:
 		lp.Limit = 200
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+` FROM wallet_transactions
-WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2)
-  AND ($3::bigint = 0 OR id < $3)
-ORDER BY id DESC LIMIT $4`, playerID, string(c), lp.BeforeID, lp.Limit)
+	q, args := listFirstSQL, []any{playerID, string(c), lp.Limit}
+	if lp.BeforeID > 0 {
+		q, args = listBeforeSQL, append(args, lp.BeforeID)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: transactions: %w", err)
 	}
