@@ -46,6 +46,7 @@ type Server struct {
 	mu       sync.Mutex
 	calls    []Call
 	sessions map[string]map[string]any // Stripe Idempotency-Key -> session
+	refunds  map[string]map[string]any // Stripe Idempotency-Key -> refund
 	created  map[string]int            // provider -> checkouts really created
 	fail     map[string][]int          // provider -> statuses of the next create calls
 	down     bool
@@ -62,11 +63,12 @@ type Product struct {
 
 // Start starts a fake; Close it when done.
 func Start() *Server {
-	s := &Server{sessions: map[string]map[string]any{}, created: map[string]int{}, fail: map[string][]int{},
+	s := &Server{sessions: map[string]map[string]any{}, refunds: map[string]map[string]any{}, created: map[string]int{}, fail: map[string][]int{},
 		events: map[string][]json.RawMessage{}, products: map[string]Product{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/checkout/sessions", s.stripeSession)
 	mux.HandleFunc("GET /v1/events", s.stripeEvents)
+	mux.HandleFunc("POST /v1/refunds", s.stripeRefund)
 	mux.HandleFunc("POST /transactions", s.paddleTransaction)
 	mux.HandleFunc("GET /prices/{id}", s.paddlePrice)
 	mux.HandleFunc("GET /events", s.paddleEvents)

@@ -113,3 +113,42 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// stripeRefund is POST /v1/refunds: a refund of a PaymentIntent under an
+// Idempotency-Key (the double-charge path), replayed for a key seen before
+// as Stripe does, so a retried job never refunds twice.
+func (s *Server) stripeRefund(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		stripeError(w, http.StatusBadRequest, "cannot parse form")
+		return
+	}
+	f := r.PostForm
+	c := Call{Provider: Stripe, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Amount: parseInt(f.Get("amount"))}
+	switch {
+	case !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer sk_"):
+		c.Problem = "missing secret key"
+	case c.IdempotencyKey == "":
+		c.Problem = "missing Idempotency-Key"
+	case !strings.HasPrefix(f.Get("payment_intent"), "pi_"):
+		c.Problem = "payment_intent must name a PaymentIntent"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.Problem != "" {
+		c.Status = http.StatusBadRequest
+		s.record(c)
+		stripeError(w, http.StatusBadRequest, c.Problem)
+		return
+	}
+	ref, ok := s.refunds[c.IdempotencyKey]
+	if !ok {
+		s.created["stripe_refund"]++
+		ref = map[string]any{"id": "re_fake" + strconv.Itoa(s.created["stripe_refund"]), "object": "refund",
+			"amount": c.Amount, "payment_intent": f.Get("payment_intent"), "status": "succeeded"}
+		s.refunds[c.IdempotencyKey] = ref
+	}
+	c.Status = http.StatusOK
+	s.record(c)
+	writeJSON(w, http.StatusOK, ref)
+}
