@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/groupcommit"
+	"github.com/fibe-dev/billing/internal/groupcommit"
 	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
 )

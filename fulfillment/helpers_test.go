@@ -15,8 +15,8 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/players"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -15,9 +15,9 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/idempotency"
+	"github.com/fibe-dev/billing/internal/idempotency"
+	"github.com/fibe-dev/billing/internal/playground"
 	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/playground"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

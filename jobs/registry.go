@@ -10,9 +10,9 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/idempotency"
-	"github.com/fibe-dev/billing/playground"
-	"github.com/fibe-dev/billing/reconcile"
+	"github.com/fibe-dev/billing/internal/idempotency"
+	"github.com/fibe-dev/billing/internal/playground"
+	"github.com/fibe-dev/billing/internal/reconcile"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fibe-dev/billing/bench"
+	"github.com/fibe-dev/billing/internal/bench"
 )
 
 func newBenchCmd() *cobra.Command {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fibe-dev/billing/e2e"
+	"github.com/fibe-dev/billing/internal/e2e"
 )
 
 func newChaosCmd() *cobra.Command {

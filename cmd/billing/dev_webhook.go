@@ -18,7 +18,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
-	"github.com/fibe-dev/billing/webhook"
+	"github.com/fibe-dev/billing/internal/webhook"
 )
 
 // sendWebhookTimeout bounds each HTTP call of send-webhook.

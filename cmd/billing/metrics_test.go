@@ -21,7 +21,7 @@ import (
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/webhook"
+	"github.com/fibe-dev/billing/internal/webhook"
 )
 
 // TestMetrics runs `billing web` and `billing worker` as real processes on

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fibe-dev/billing/players"
+	"github.com/fibe-dev/billing/internal/players"
 )
 
 func newPlayersCmd() *cobra.Command {

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/players"
 )
 
 func TestPlayersCreate(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/reconcile"
 	"github.com/fibe-dev/billing/jobs"
-	"github.com/fibe-dev/billing/reconcile"
 )
 
 type reconcileOptions struct {

@@ -13,10 +13,10 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/providerfake"
+	"github.com/fibe-dev/billing/internal/reconcile"
 	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/players"
-	"github.com/fibe-dev/billing/reconcile"
 )
 
 // TestReconcileCommand runs `billing reconcile` against a provider fake

@@ -17,12 +17,12 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
-	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/internal/devcheckout"
+	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/internal/telemetry"
+	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
-	"github.com/fibe-dev/billing/webhook"
 )
 
 func newWebCmd() *cobra.Command {

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/httpapi"
+	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 )
 

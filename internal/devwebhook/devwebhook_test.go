@@ -14,7 +14,7 @@ import (
 func TestProductionCodeDoesNotImportIt(t *testing.T) {
 	t.Parallel()
 	const self = "github.com/fibe-dev/billing/internal/devwebhook"
-	for _, pkg := range []string{"github.com/fibe-dev/billing/webhook", "github.com/fibe-dev/billing/httpapi"} {
+	for _, pkg := range []string{"github.com/fibe-dev/billing/internal/webhook", "github.com/fibe-dev/billing/internal/httpapi"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
 		require.NoError(t, err, string(out))
 		deps := strings.Fields(string(out))

@@ -23,13 +23,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/httpapi"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/httpapi"
+	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/telemetry"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
-	"github.com/fibe-dev/billing/players"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

@@ -1,0 +1,235 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/providerfake"
+	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is a real server over a fresh database, with an optional River
+// worker sharing its clock.
+type env struct {
+	t       *testing.T
+	pool    *pgxpool.Pool
+	srv     *httptest.Server
+	clock   *clock
+	cfg     *config.Config
+	river   *jobs.Client
+	wallets *wallet.Store
+	// fake plays Stripe, Paddle and Creem for checkouts.
+	fake *providerfake.Server
+}
+
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith lets a test change the configuration before the server starts.
+func newEnvWith(t *testing.T, configure func(*config.Config)) *env {
+	t.Helper()
+	pcfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
+	require.NoError(t, err)
+	pcfg.MaxConns = 30 // two parallel tests stay below the server's max_connections
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(), Plans: config.DefaultPlans()}
+	fake := fakeProviders(t, cfg)
+	if configure != nil {
+		configure(cfg)
+	}
+	e := &env{t: t, pool: pool, cfg: cfg, clock: &clock{t: time.Now().UTC()}, fake: fake,
+		wallets: wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})}
+	e.river, err = jobs.NewClient(pool, jobs.Options{Logger: quiet})
+	require.NoError(t, err)
+	checkouts := checkout.NewService(checkout.Options{Openers: checkout.OpenersFromConfig(cfg, nil), SKUs: cfg.SKUs,
+		SuccessURL: "https://example.test/ok", CancelURL: "https://example.test/cancel", Logger: quiet,
+		Retry: checkout.Retry{Budget: time.Second, BaseDelay: 10 * time.Millisecond, RetryAfter: 2 * time.Second}})
+	s, err := New(Options{Pool: pool, River: e.river, Config: cfg, Logger: quiet,
+		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now, Checkouts: checkouts})
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(s)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// fakeProviders points cfg's three providers at one recording fake, with
+// a Creem product priced like each SKU.
+func fakeProviders(t *testing.T, cfg *config.Config) *providerfake.Server {
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	cfg.StripeSecretKey, cfg.StripeAPIURL = "sk_test_env", fake.URL
+	cfg.PaddleAPIKey, cfg.PaddleAPIURL = "pdl_test_env", fake.URL
+	cfg.CreemAPIKey, cfg.CreemAPIURL = "creem_test_env", fake.URL
+	for name, sku := range cfg.SKUs {
+		sku.CreemProductID = "prod_" + name
+		cfg.SKUs[name] = sku
+		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+	}
+	return fake
+}
+
+// startWorker works the env's jobs (no periodic jobs) with the env's clock.
+func (e *env) startWorker() {
+	e.t.Helper()
+	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
+	small := river.QueueConfig{MaxWorkers: 4}
+	client, err := jobs.NewClient(e.pool, jobs.Options{Logger: quiet, Workers: workers, ID: e.t.Name(),
+		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},
+		FetchPollInterval: 100 * time.Millisecond})
+	require.NoError(e.t, err)
+	require.NoError(e.t, client.Start(context.Background()))
+	e.t.Cleanup(func() { _ = jobs.Stop(context.Background(), client, 5*time.Second) })
+}
+
+type player struct {
+	id  int64
+	key string
+}
+
+func (e *env) newPlayer(name string) player {
+	e.t.Helper()
+	p, key, err := players.Create(context.Background(), e.pool, name)
+	require.NoError(e.t, err)
+	return player{id: p.ID, key: key}
+}
+
+func (e *env) credit(p player, c wallet.Currency, amount int64) {
+	e.t.Helper()
+	_, err := e.wallets.Credit(context.Background(), wallet.PostParams{PlayerID: p.id, Currency: c, Amount: amount,
+		Kind: wallet.KindAdjustment, Reference: "test", IdempotencyKey: fmt.Sprintf("test:%d:%s:%d", p.id, c, time.Now().UnixNano())})
+	require.NoError(e.t, err)
+}
+
+// fundNow funds a Marquee for the clock's service day without River.
+func (e *env) fundNow(marqueeID int64) {
+	e.t.Helper()
+	svc := enforcer.New(e.pool, e.wallets, enforcer.Options{TZ: time.UTC, Now: e.clock.Now, Logger: quiet})
+	res, err := svc.FundDay(context.Background(), enforcer.FundDayArgs{MarqueeID: marqueeID, Day: enforcer.ServiceDay(e.clock.Now(), time.UTC)})
+	require.NoError(e.t, err)
+	require.Contains(e.t, []enforcer.Outcome{enforcer.OutcomeFunded, enforcer.OutcomeAlreadyPaid}, res.Outcome)
+}
+
+// fundedMarquee creates a Marquee for p, gives p Sparks and funds it.
+func (e *env) fundedMarquee(p player) int64 {
+	e.t.Helper()
+	m, err := enforcer.CreateMarquee(context.Background(), e.pool, e.cfg.Plans, enforcer.CreateParams{PlayerID: p.id, Name: "m", Plan: "standard"})
+	require.NoError(e.t, err)
+	e.credit(p, wallet.Sparks, 1000)
+	e.fundNow(m.ID)
+	return m.ID
+}
+
+// reply is an answer of the server.
+type reply struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+func (r reply) str(field string) string {
+	v, _ := r.body[field].(string)
+	return v
+}
+
+func (r reply) replayed() bool { return r.header.Get("X-Idempotent-Replayed") == "true" }
+
+// do sends a request as p; key "" sends no Idempotency-Key.
+func (e *env) do(p player, method, path, key, body string) reply {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = bytes.NewBufferString(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	require.NoError(e.t, err)
+	if p.key != "" {
+		req.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// requireProblem checks a problem+json answer.
+func requireProblem(t *testing.T, r reply, status int, code string) {
+	t.Helper()
+	require.Equal(t, status, r.status, string(r.raw))
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+	require.Equal(t, code, r.str("code"), string(r.raw))
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// requireAuditClean runs the full audit: every invariant.
+func (e *env) requireAuditClean() {
+	e.t.Helper()
+	audittest.RequireClean(e.t, e.pool, audit.Options{})
+}
+
+func idStr(id int64) string { return strconv.FormatInt(id, 10) }
+
+// waitRequest polls GET /v1/requests/{id} until it is terminal.
+func (e *env) waitRequest(p player, id string) reply {
+	e.t.Helper()
+	var r reply
+	require.Eventually(e.t, func() bool {
+		r = e.do(p, http.MethodGet, "/v1/requests/"+id, "", "")
+		s := r.str("status")
+		return s == RequestSucceeded || s == RequestFailed || s == RequestCancelled
+	}, 15*time.Second, 50*time.Millisecond)
+	return r
+}

@@ -1,0 +1,29 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/webhook"
+)
+
+// mountRoutes mounts the /v1 API and the webhook intake.
+func (s *Server) mountRoutes() error {
+	s.mux.Handle("POST /webhooks/{provider}", s.webhooks())
+	s.mux.Handle("GET /v1/openapi.json", s.openAPI())
+	s.mountV1()
+	if s.opts.DevCheckout != nil {
+		s.mux.Handle(checkout.SimulatedPath, s.opts.DevCheckout)
+	}
+	return nil
+}
+
+// webhooks is the provider webhook intake (package webhook does the work).
+func (s *Server) webhooks() http.Handler {
+	var secrets map[string][]string
+	if s.opts.Config != nil {
+		secrets = webhook.SecretsFromConfig(s.opts.Config)
+	}
+	return webhook.NewHandler(webhook.Options{Pool: s.opts.Pool, River: s.opts.River, Secrets: secrets,
+		Logger: s.opts.Logger, Now: s.opts.Now})
+}

@@ -1,0 +1,247 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/idempotency"
+	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// maxBodyBytes bounds a /v1 request body; every body of this API is tiny.
+const maxBodyBytes = 64 << 10
+
+// api holds the /v1 handlers' dependencies.
+type api struct {
+	pool    *pgxpool.Pool
+	river   *jobs.Client
+	cfg     *config.Config
+	wallets *wallet.Store
+	idem    *idempotency.Middleware
+	limiter *limiter
+	logger  *slog.Logger
+	now     func() time.Time
+	// checkouts opens provider checkouts (POST /v1/checkouts).
+	checkouts *checkout.Service
+}
+
+func newAPI(opts Options) *api {
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	a := &api{pool: opts.Pool, river: opts.River, cfg: cfg, logger: opts.Logger, now: opts.Now,
+		wallets: wallet.New(opts.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}), limiter: newLimiter(cfg.RateLimit)}
+	a.idem = idempotency.NewMiddleware(idempotency.Options{
+		Pool: opts.Pool, PlayerID: playerID, WriteError: a.writeError, Now: opts.Now, Logger: opts.Logger,
+		MaxBodyBytes: maxBodyBytes,
+	})
+	a.checkouts = opts.Checkouts
+	if a.checkouts == nil {
+		a.checkouts = checkout.NewService(checkout.Options{Openers: checkout.OpenersFromConfig(cfg, nil), SKUs: cfg.SKUs,
+			SuccessURL: cfg.CheckoutSuccessURL, CancelURL: cfg.CheckoutCancelURL, Logger: opts.Logger})
+	}
+	return a
+}
+
+// route is one /v1 endpoint.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// routes is the /v1 table of docs/contract.md (plus GET /v1/playgrounds/{id}).
+func (a *api) routes() []route {
+	return []route{
+		{"GET /v1/wallets", a.read(a.getWallets)},
+		{"GET /v1/wallets/{currency}/transactions", a.read(a.listTransactions)},
+		{"POST /v1/conversions", a.write(a.createConversion)},
+		{"POST /v1/checkouts", a.writeOutsideTx(a.createCheckout)},
+		{"GET /v1/orders/{id}", a.read(a.getOrder)},
+		{"POST /v1/marquees", a.write(a.createMarquee)},
+		{"GET /v1/marquees", a.read(a.listMarquees)},
+		{"GET /v1/marquees/{id}", a.read(a.getMarquee)},
+		{"POST /v1/marquees/{id}/fund", a.write(a.fundMarquee)},
+		{"POST /v1/marquees/{id}/playgrounds", a.write(a.createPlayground)},
+		{"GET /v1/playgrounds/{id}", a.read(a.getPlayground)},
+		{"POST /v1/playgrounds/{id}/restart", a.write(a.restartPlayground)},
+		{"POST /v1/playgrounds/{id}/sync", a.write(a.syncPlayground)},
+		{"GET /v1/requests/{id}", a.read(a.getRequest)},
+	}
+}
+
+// mountV1 mounts every /v1 route behind request ids, metrics, auth and
+// the per-player limits.
+func (s *Server) mountV1() {
+	a := newAPI(s.opts)
+	for _, rt := range a.routes() {
+		s.mux.Handle(rt.pattern, instrument(rt.pattern, a.authenticate(a.limit(rt.handler))))
+	}
+}
+
+// read adapts a GET handler.
+func (a *api) read(h func(w http.ResponseWriter, r *http.Request, player int64) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		player, _ := playerID(r)
+		if err := h(w, r, player); err != nil {
+			a.writeError(w, r, err)
+		}
+	})
+}
+
+// write adapts a mutating handler: it runs in the idempotency middleware's
+// transaction, which commits the effect with its stored answer.
+// A body declared as anything but JSON is refused (415) before its key is
+// claimed.
+func (a *api) write(h func(w http.ResponseWriter, r *http.Request, tx pgx.Tx, player int64) error) http.Handler {
+	next := a.idem.Wrap(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
+		player, _ := playerID(r)
+		if err := h(w, r, tx, player); err != nil {
+			a.writeError(w, r, err)
+		}
+	})
+	return a.jsonOnly(next)
+}
+
+// jsonOnly refuses a body declared as anything but JSON (415) before next
+// claims its key: every mutating route goes through it.
+func (a *api) jsonOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := requireJSON(r); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireJSON refuses a Content-Type that is present and not JSON
+// (application/json or any application/*+json). An absent one is allowed:
+// every body of this API is JSON, so there is nothing to confuse it with.
+func requireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+		detail: "Content-Type must be application/json"}
+}
+
+// strictJSON are the decoding rules of every /v1 body: RFC 8259 JSON that
+// is valid UTF-8, with no duplicate member names (jsontext's default), names
+// matched exactly (json v2's default: "MANA" is not "mana"), and no member
+// the request type does not have. A body that a proxy in front of us could
+// read differently from us is refused rather than guessed at.
+var strictJSON = jsonv2.RejectUnknownMembers(true)
+
+// decode reads a JSON object into dst under strictJSON, refusing trailing
+// data and numbers that do not fit. An empty body leaves dst as is. It is
+// the one JSON decoder of the API.
+func decode(r *http.Request, dst any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		return badRequest(CodeInvalidRequest, "cannot read the request body")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if err := jsonv2.Unmarshal(body, dst, strictJSON); err != nil {
+		return decodeError(body, err)
+	}
+	return nil
+}
+
+// decodeError turns a strict decoder's error into the API's answer.
+func decodeError(body []byte, err error) error {
+	var semErr *jsonv2.SemanticError
+	switch {
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		return badRequest(CodeInvalidRequest, "invalid JSON body: duplicate member name: "+err.Error())
+	case errors.Is(err, jsonv2.ErrUnknownName):
+		return badRequest(CodeInvalidRequest, "invalid JSON body: unknown member (names are case-sensitive): "+err.Error())
+	case !utf8.Valid(body):
+		// JSON is UTF-8 (RFC 8259 8.1).
+		return badRequest(CodeInvalidRequest, "invalid JSON body: not valid UTF-8")
+	case !jsontext.Value(body).IsValid():
+		// Malformed input is malformed, whatever type error came first.
+		return badRequest(CodeInvalidRequest, "invalid JSON body: "+err.Error())
+	case errors.As(err, &semErr) && semErr.GoType != nil && isInteger(semErr.GoType.Kind()):
+		field := strings.TrimPrefix(string(semErr.JSONPointer), "/")
+		return badRequest(CodeInvalidAmount, fmt.Sprintf("%s must be an integer that fits in 64 bits", field))
+	}
+	return badRequest(CodeInvalidRequest, "invalid JSON body: "+err.Error())
+}
+
+func isInteger(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uint64 }
+
+// pathID parses a positive id from the path. Only the canonical decimal
+// form resolves ("1", not "01" or "+1"): one resource has one URL, so a
+// cache or log keyed on the path sees one name for it. Anything else is a
+// 404, like an id that does not exist.
+func pathID(r *http.Request, name string) (int64, error) {
+	s := r.PathValue(name)
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
+		return 0, errNotFound
+	}
+	return id, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("httpapi: encode: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// derivedKey is the idempotency key a handler gives its own effect (a
+// wallet post): derived from the request's Idempotency-Key and the player,
+// so that it stays the same on every retry, even one that comes after the
+// API key expired; random when the request carried no key.
+//
+// A key too long to embed is hashed. The two forms are disjoint: the raw
+// form is "api:<player>:<purpose>:<key>" and the hashed form
+// "api:<player>:<purpose>/sha256:<hex>", and no purpose contains '/', so a
+// client cannot send a raw key that spells another key's hashed form.
+func derivedKey(r *http.Request, player int64, purpose string) string {
+	key, ok := idempotency.KeyFromContext(r.Context())
+	if !ok {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return fmt.Sprintf("api:%d:%s:%x", player, purpose, b)
+	}
+	k := fmt.Sprintf("api:%d:%s:%s", player, purpose, key)
+	if len(k) > 200 { // leave room for the wallet's leg suffixes
+		k = fmt.Sprintf("api:%d:%s/sha256:%x", player, purpose, sha256.Sum256([]byte(key)))
+	}
+	return k
+}

@@ -1,0 +1,344 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/providerfake"
+	"github.com/fibe-dev/billing/internal/reconcile"
+	"github.com/fibe-dev/billing/internal/stripemock"
+	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/webhook"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+var (
+	discard   = slog.New(slog.DiscardHandler)
+	catalogue = map[string]config.SKU{"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000}}
+	secrets   = map[string][]string{"stripe": {"whsec_rec"}, "paddle": {"pdl_rec"}, "creem": {"whsec_creem"}}
+)
+
+type env struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	river  *river.Client[pgx.Tx]
+	fake   *providerfake.Server
+	rec    *reconcile.Reconciler
+	hooks  *httptest.Server // the webhook intake
+	player int64
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	pool := testdb.New(t)
+	e := &env{t: t, pool: pool, river: startRiver(t, pool), fake: providerfake.Start()}
+	t.Cleanup(e.fake.Close)
+	sdk, err := checkout.NewPaddleSDK("pdl_key", e.fake.URL, nil)
+	require.NoError(t, err)
+	e.rec = reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: map[string]reconcile.Lister{
+		"stripe": reconcile.Stripe{Client: checkout.NewStripeClient("sk_test_rec", e.fake.URL, nil)},
+		"paddle": reconcile.Paddle{SDK: sdk},
+	}})
+	e.hooks = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Secrets: secrets, Logger: discard}))
+	t.Cleanup(e.hooks.Close)
+	p, _, err := players.Create(context.Background(), pool, "buyer")
+	require.NoError(t, err)
+	e.player = p.ID
+	return e
+}
+
+func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
+	t.Helper()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:        map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
+		Workers:       workers,
+		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		Logger: discard, TestOnly: true,
+	})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(ctx))
+	})
+	return client
+}
+
+// paid creates an order and makes the provider list its completed payment
+// (as if paid), returning the order and the event id. No webhook is sent.
+func (e *env) paid(provider string) (*fulfillment.Order, string, []byte) {
+	e.t.Helper()
+	o, err := fulfillment.CreateCheckout(context.Background(), e.pool, catalogue,
+		fulfillment.CheckoutParams{PlayerID: e.player, SKU: "mana_1000", Provider: provider})
+	require.NoError(e.t, err)
+	id := fmt.Sprintf("evt_%s_%d", provider, o.ID)
+	body := devwebhook.CompletedEvent(provider, id, o.ID, o.Amount, o.Currency)
+	e.fake.AddEvent(provider, body)
+	return o, id, body
+}
+
+// deliver sends the event as its webhook; safe from any goroutine.
+func (e *env) deliver(provider string, body []byte) (int, error) {
+	h, v, err := devwebhook.Sign(provider, secrets[provider][0], body, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequest(http.MethodPost, e.hooks.URL+"/webhooks/"+provider, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set(h, v)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (e *env) waitFulfilled(orderID int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		o, err := fulfillment.OrderByID(context.Background(), e.pool, orderID)
+		require.NoError(e.t, err)
+		if o.Status == fulfillment.StatusFulfilled {
+			return
+		}
+		require.True(e.t, time.Now().Before(deadline), "order %d not fulfilled in time: %s", orderID, o.Status)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// requireClean runs the full audit: the wallet's ledger invariants, the
+// fulfilment and webhook invariants.
+func (e *env) requireClean() {
+	e.t.Helper()
+	ctx := context.Background()
+	rep, err := wallet.Audit(ctx, e.pool, wallet.AuditOptions{})
+	require.NoError(e.t, err)
+	require.True(e.t, rep.Clean(), rep.String())
+	fv, err := fulfillment.Audit(ctx, e.pool)
+	require.NoError(e.t, err)
+	require.Empty(e.t, fv)
+	wv, err := webhook.Audit(ctx, e.pool, webhook.AuditOptions{Since: time.Unix(0, 0)})
+	require.NoError(e.t, err)
+	require.Empty(e.t, wv)
+}
+
+func (e *env) mana() int64 {
+	e.t.Helper()
+	b, err := wallet.New(e.pool, wallet.Options{}).Balances(context.Background(), e.player)
+	require.NoError(e.t, err)
+	return b[wallet.Mana]
+}
+
+func (e *env) run(provider string, dryRun bool) *reconcile.Summary {
+	e.t.Helper()
+	sum, err := e.rec.Run(context.Background(), e.river, provider, time.Now().Add(-72*time.Hour), dryRun)
+	require.NoError(e.t, err)
+	return sum
+}
+
+// TestLostWebhookIsRecovered: a payment whose webhook never came is
+// fulfilled by the next reconciliation; the run after it, and a payment
+// whose webhook did come, count as already claimed.
+func TestLostWebhookIsRecovered(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"stripe", "paddle"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			lost, lostEvent, _ := e.paid(provider)
+			delivered, _, body := e.paid(provider)
+			status, err := e.deliver(provider, body)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, status)
+
+			dry := e.run(provider, true)
+			require.Equal(t, reconcile.Summary{Provider: provider, Since: dry.Since, DryRun: true, Seen: 2,
+				AlreadyClaimed: 1, Recovered: 1}, *dry)
+			require.Zero(t, e.count(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, lostEvent), "dry run claims nothing")
+
+			sum := e.run(provider, false)
+			require.Equal(t, 2, sum.Seen)
+			require.Equal(t, 1, sum.AlreadyClaimed)
+			require.Equal(t, 1, sum.Recovered)
+			e.waitFulfilled(lost.ID)
+			e.waitFulfilled(delivered.ID)
+			require.EqualValues(t, 2000, e.mana())
+
+			again := e.run(provider, false)
+			require.Equal(t, 2, again.AlreadyClaimed)
+			require.Zero(t, again.Recovered)
+			require.EqualValues(t, 2000, e.mana())
+			e.requireClean()
+		})
+	}
+}
+
+// TestReconcileRacesWebhook: the webhook and the reconciliation of one
+// event, at the same moment on two processes (two pools, two River
+// clients), make one claim and one mint, in many seeded orders.
+func TestReconcileRacesWebhook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other := reconcileOnOtherProcess(t, e)
+	const rounds = 12
+	for seed := range rounds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		provider := []string{"stripe", "paddle"}[rng.IntN(2)]
+		o, id, body := e.paid(provider)
+		var (
+			wg     sync.WaitGroup
+			status int
+			werr   error
+			sum    *reconcile.Summary
+			rerr   error
+		)
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+			status, werr = e.deliver(provider, body)
+		})
+		wg.Go(func() {
+			<-start
+			sum, rerr = other.rec.Run(context.Background(), other.river, provider, time.Now().Add(-time.Hour), false)
+		})
+		close(start)
+		wg.Wait()
+		require.NoError(t, werr)
+		require.NoError(t, rerr)
+		require.Equal(t, http.StatusOK, status)
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, id), "seed %d", seed)
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM river_job WHERE kind = 'fulfill_order' AND args->>'order_id' = $1`,
+			fmt.Sprint(o.ID)), "one fulfilment job, seed %d", seed)
+		require.LessOrEqual(t, sum.Recovered, 1)
+		e.waitFulfilled(o.ID)
+	}
+	require.EqualValues(t, rounds*1000, e.mana(), "one mint per payment")
+	e.requireClean()
+}
+
+type process struct {
+	rec   *reconcile.Reconciler
+	river *river.Client[pgx.Tx]
+}
+
+// reconcileOnOtherProcess is a second "process" over the same database:
+// its own pool and insert-only River client, listing the same fake.
+func reconcileOnOtherProcess(t *testing.T, e *env) process {
+	pool, err := pgxpool.New(context.Background(), e.pool.Config().ConnString())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: discard})
+	require.NoError(t, err)
+	sdk, err := checkout.NewPaddleSDK("pdl_key", e.fake.URL, nil)
+	require.NoError(t, err)
+	rec := reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: map[string]reconcile.Lister{
+		"stripe": reconcile.Stripe{Client: checkout.NewStripeClient("sk_test_rec", e.fake.URL, nil)},
+		"paddle": reconcile.Paddle{SDK: sdk},
+	}})
+	return process{rec: rec, river: client}
+}
+
+func TestReconcileRefusesUnlistableProviders(t *testing.T) {
+	t.Parallel()
+	rec := reconcile.New(reconcile.Options{Logger: discard})
+	_, err := rec.Run(context.Background(), nil, "creem", time.Now(), true)
+	require.ErrorIs(t, err, reconcile.ErrNoListing)
+	_, err = rec.Run(context.Background(), nil, "stripe", time.Now(), true)
+	require.ErrorIs(t, err, reconcile.ErrNotConfigured)
+}
+
+// TestStripeEventListingAgainstStripeMock validates our Events API request
+// (types filter, created range, pagination) against Stripe's specification.
+func TestStripeEventListingAgainstStripeMock(t *testing.T) {
+	t.Parallel()
+	url := stripemock.Start(t)
+	var ids []string
+	err := reconcile.Stripe{Client: checkout.NewStripeClient("sk_test_123", url, nil)}.List(context.Background(),
+		time.Now().Add(-72*time.Hour), func(id string, body []byte) error {
+			ids = append(ids, id)
+			require.Contains(t, string(body), `"object"`)
+			return nil
+		})
+	require.NoError(t, err)
+	require.NotEmpty(t, ids, "stripe-mock answers its fixture event")
+}
+
+// TestPeriodicReconciliation: the worker's periodic job (registered like
+// the worker process does, on the configured schedule) fulfils a payment
+// whose webhook never came, without anyone running the command.
+func TestPeriodicReconciliation(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	sched, err := config.ParseSchedule("@every 1s")
+	require.NoError(t, err)
+	cfg := &config.Config{StripeSecretKey: "sk_test_periodic", StripeAPIURL: fake.URL,
+		PaddleAPIKey: "pdl_periodic", PaddleAPIURL: fake.URL, ReconcileSchedule: sched}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
+	periodic := reconcile.Register(workers, pool, cfg, time.Now, discard)
+	require.Len(t, periodic, 2, "stripe and paddle list events; creem has no key and no listing")
+	require.Empty(t, reconcile.Register(river.NewWorkers(), pool, &config.Config{ReconcileSchedule: sched}, time.Now, discard),
+		"no API key, no periodic job")
+
+	p, _, err := players.Create(context.Background(), pool, "buyer")
+	require.NoError(t, err)
+	o, err := fulfillment.CreateCheckout(context.Background(), pool, catalogue,
+		fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "paddle"})
+	require.NoError(t, err)
+	fake.AddEvent("paddle", devwebhook.CompletedEvent("paddle", "evt_periodic", o.ID, o.Amount, o.Currency))
+
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues: map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2},
+			river.QueueDefault: {MaxWorkers: 2}},
+		Workers: workers, PeriodicJobs: periodic, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond, Logger: discard, TestOnly: true,
+	})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(ctx))
+	})
+	e := &env{t: t, pool: pool, player: p.ID}
+	e.waitFulfilled(o.ID)
+	require.EqualValues(t, 1000, e.mana())
+	e.requireClean()
+}

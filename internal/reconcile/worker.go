@@ -1,0 +1,97 @@
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/checkout"
+)
+
+// DefaultWindow is how far back the periodic job lists: longer than the
+// providers' own webhook retry windows (Stripe retries for up to three days),
+// so an event is still listed when its last delivery attempt has failed.
+const DefaultWindow = 72 * time.Hour
+
+// Args is the periodic reconciliation of one provider.
+type Args struct {
+	Provider string `json:"provider"`
+}
+
+// Kind implements river.JobArgs.
+func (Args) Kind() string { return "reconcile_provider" }
+
+// InsertOpts: one pending run per provider at a time.
+func (Args) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled}}}
+}
+
+// Worker runs Args.
+type Worker struct {
+	river.WorkerDefaults[Args]
+	Reconciler *Reconciler
+	Window     time.Duration
+	Now        func() time.Time
+}
+
+// Timeout: a listing of three days of events may take longer than a
+// money job's default timeout.
+func (w *Worker) Timeout(*river.Job[Args]) time.Duration { return 10 * time.Minute }
+
+// Work lists the provider's events of the last Window and claims the lost ones.
+func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	_, err := w.Reconciler.Run(ctx, client, job.Args.Provider, w.Now().Add(-w.Window), false)
+	return err
+}
+
+// ListersFromConfig returns a Lister for each provider cfg has an API key
+// for and whose API lists events (Stripe, Paddle).
+func ListersFromConfig(cfg *config.Config, httpClient *http.Client) map[string]Lister {
+	out := map[string]Lister{}
+	if cfg == nil {
+		return out
+	}
+	if cfg.StripeSecretKey != "" {
+		out[fulfillment.ProviderStripe] = Stripe{Client: checkout.NewStripeClient(cfg.StripeSecretKey, cfg.StripeAPIURL, httpClient)}
+	}
+	if cfg.PaddleAPIKey != "" {
+		if sdk, err := checkout.NewPaddleSDK(cfg.PaddleAPIKey, cfg.PaddleAPIURL, httpClient); err == nil {
+			out[fulfillment.ProviderPaddle] = Paddle{SDK: sdk}
+		}
+	}
+	return out
+}
+
+// Register adds the reconcile worker to workers and returns one periodic
+// job per provider with a Lister, on cfg's reconcile schedule. Only River's
+// leader inserts periodic jobs, so one process reconciles at a time.
+func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, now func() time.Time,
+	logger *slog.Logger) []*river.PeriodicJob {
+	listers := ListersFromConfig(cfg, nil)
+	river.AddWorker(workers, &Worker{Reconciler: New(Options{Pool: pool, Listers: listers, Logger: logger}),
+		Window: DefaultWindow, Now: now})
+	if cfg == nil || cfg.ReconcileSchedule == nil {
+		return nil
+	}
+	var periodic []*river.PeriodicJob
+	for _, p := range fulfillment.Providers() {
+		if listers[p] == nil {
+			continue
+		}
+		periodic = append(periodic, river.NewPeriodicJob(cfg.ReconcileSchedule,
+			func() (river.JobArgs, *river.InsertOpts) { return Args{Provider: p}, nil },
+			&river.PeriodicJobOpts{ID: "reconcile_" + p}))
+	}
+	return periodic
+}

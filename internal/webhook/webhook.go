@@ -1,0 +1,244 @@
+// Package webhook is the intake of payment-provider webhooks: it verifies
+// each provider's signature over the raw body, reads the event, and claims
+// it exactly once.
+//
+// The claim is the INSERT of a webhook_events row keyed UNIQUE (provider,
+// event_id) with ON CONFLICT DO NOTHING: the database, not a pre-check,
+// decides which of several concurrent deliveries wins. A winning completed
+// payment inserts its fulfill_order job in the same transaction, so there
+// is no moment at which the event is claimed but its fulfillment lost. Every
+// duplicate is answered 200 like the first delivery, so the provider stops
+// retrying; only a database failure answers 503, so it retries.
+//
+// Claims are group-committed (package groupcommit), because a claim is
+// small and its cost is round trips and the WAL flush of its commit:
+// deliveries that arrive while claims are running share one transaction
+// (BEGIN pipelined with one claim INSERT over arrays, one River
+// InsertManyTx of the won payments' jobs, COMMIT), so a batch costs three
+// round trips and one WAL flush instead of four round trips and one flush
+// per delivery. Several deliveries of one event in a batch are deduplicated
+// before the INSERT: the first is the candidate, the others duplicates.
+// There is no timer and no linger: a lone delivery runs at once, in a batch
+// of its own. If a batch's transaction fails for any reason, each of its
+// deliveries is retried alone on the single-delivery path (claimOne), so one
+// poison delivery fails only itself, not its batch neighbours.
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/riverqueue/river"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/groupcommit"
+	"github.com/fibe-dev/billing/internal/problem"
+)
+
+// MaxBodyBytes is the largest body accepted; larger ones answer 413.
+const MaxBodyBytes = 1 << 20
+
+// claimTimeout bounds a delivery's wait for its claim and each claim
+// transaction (a batch's, or a single delivery's), so a stuck database
+// answers 503 (and the provider retries) before the provider gives up on us.
+const claimTimeout = 10 * time.Second
+
+// Delivery outcomes, the label values of billing_webhook_deliveries_total.
+const (
+	OutcomeClaimed       = "claimed"
+	OutcomeDuplicate     = "duplicate"
+	OutcomeBadSignature  = "bad_signature"
+	OutcomeStale         = "stale"
+	OutcomeMalformed     = "malformed"
+	OutcomeTooLarge      = "too_large"
+	OutcomeError         = "error"
+	OutcomeNotConfigured = "not_configured"
+)
+
+var (
+	deliveries = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "billing_webhook_deliveries_total",
+		Help: "Webhook deliveries by provider and outcome (claimed, duplicate, bad_signature, stale, malformed, too_large, error, not_configured).",
+	}, []string{"provider", "outcome"})
+	deliverySeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "billing_webhook_delivery_duration_seconds",
+		Help:    "Time to answer a webhook delivery, by provider.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"provider"})
+)
+
+// Options configure NewHandler.
+type Options struct {
+	Pool *pgxpool.Pool
+	// River inserts the fulfil job; an insert-only client is enough.
+	River *river.Client[pgx.Tx]
+	// Secrets are each provider's signing secrets, several during a
+	// rotation. A provider without secrets answers 503 (not configured).
+	Secrets map[string][]string
+	// Tolerance bounds signed timestamps both ways; 0 means DefaultTolerance.
+	Tolerance time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
+	// ClaimBatch caps the deliveries claimed in one transaction (default
+	// DefaultClaimBatch, 64).
+	ClaimBatch int
+	// ClaimConcurrency is how many claim transactions may run at once, each
+	// on its own connection (default DefaultClaimConcurrency, 2): one
+	// commits while the next batch gathers.
+	ClaimConcurrency int
+
+	hooks hooks // tests only
+}
+
+// SecretsFromConfig returns the per-provider secrets of cfg.
+func SecretsFromConfig(cfg *config.Config) map[string][]string {
+	return map[string][]string{
+		fulfillment.ProviderStripe: cfg.StripeSecrets,
+		fulfillment.ProviderPaddle: cfg.PaddleSecrets,
+		fulfillment.ProviderCreem:  cfg.CreemSecrets,
+	}
+}
+
+type handler struct {
+	opts      Options
+	verifiers map[string]Verifier
+	claims    *groupcommit.Batcher[claimReq, bool]
+}
+
+// NewHandler returns the handler of POST /webhooks/{provider} for stripe,
+// paddle and creem.
+func NewHandler(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ClaimBatch <= 0 {
+		opts.ClaimBatch = DefaultClaimBatch
+	}
+	if opts.ClaimConcurrency <= 0 {
+		opts.ClaimConcurrency = DefaultClaimConcurrency
+	}
+	h := &handler{opts: opts, verifiers: map[string]Verifier{
+		fulfillment.ProviderStripe: StripeVerifier{Secrets: opts.Secrets[fulfillment.ProviderStripe], Tolerance: opts.Tolerance},
+		fulfillment.ProviderPaddle: PaddleVerifier{Secrets: opts.Secrets[fulfillment.ProviderPaddle], Tolerance: opts.Tolerance},
+		fulfillment.ProviderCreem:  CreemVerifier{Secrets: opts.Secrets[fulfillment.ProviderCreem]},
+	}}
+	h.claims = groupcommit.New(h.claimBatch,
+		groupcommit.Options{MaxBatch: opts.ClaimBatch, Concurrency: opts.ClaimConcurrency})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /webhooks/{provider}", h.serve)
+	return mux
+}
+
+func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
+	provider := r.PathValue("provider")
+	v, ok := h.verifiers[provider]
+	if !ok {
+		problem.Write(w, http.StatusNotFound, "unknown_provider", fmt.Sprintf("no webhook intake for provider %q", provider))
+		return
+	}
+	start := time.Now()
+	outcome := h.deliver(w, r, provider, v)
+	deliveries.WithLabelValues(provider, outcome).Inc()
+	deliverySeconds.WithLabelValues(provider).Observe(time.Since(start).Seconds())
+}
+
+// deliver answers one delivery and returns its outcome.
+func (h *handler) deliver(w http.ResponseWriter, r *http.Request, provider string, v Verifier) string {
+	ctx := r.Context()
+	if len(h.opts.Secrets[provider]) == 0 {
+		h.opts.Logger.ErrorContext(ctx, "webhook: provider has no signing secret configured", "provider", provider)
+		problem.Write(w, http.StatusServiceUnavailable, "provider_not_configured",
+			"no signing secret is configured for "+provider)
+		return OutcomeNotConfigured
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			problem.Write(w, http.StatusRequestEntityTooLarge, "payload_too_large",
+				fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
+			return OutcomeTooLarge
+		}
+		problem.Write(w, http.StatusBadRequest, "malformed_payload", "cannot read body")
+		return OutcomeMalformed
+	}
+	if err := v.Verify(r.Header, body, h.opts.Now()); err != nil {
+		return h.rejectSignature(w, r, provider, err)
+	}
+	if !utf8.Valid(body) {
+		// JSON is UTF-8 (RFC 8259 8.1). Decoding would turn each invalid
+		// byte into U+FFFD, so two distinct event ids could merge into one
+		// claim and the second event would never be fulfilled.
+		h.opts.Logger.WarnContext(ctx, "webhook: body is not valid UTF-8", "provider", provider)
+		problem.Write(w, http.StatusBadRequest, "malformed_payload", "body is not valid UTF-8")
+		return OutcomeMalformed
+	}
+	ev, err := ParseEvent(provider, body)
+	if err != nil {
+		h.opts.Logger.WarnContext(ctx, "webhook: malformed payload", "provider", provider, "error", err)
+		problem.Write(w, http.StatusBadRequest, "malformed_payload", err.Error())
+		return OutcomeMalformed
+	}
+	won, err := h.claim(ctx, ev, body)
+	if err != nil {
+		h.opts.Logger.ErrorContext(ctx, "webhook: claim failed, provider will retry", "provider", provider,
+			"event_id", ev.ID, "error", err)
+		problem.Write(w, http.StatusServiceUnavailable, "unavailable", "cannot record the event now; retry later")
+		return OutcomeError
+	}
+	if !won {
+		writeStatus(w, OutcomeDuplicate)
+		return OutcomeDuplicate
+	}
+	if h.opts.Logger.Enabled(ctx, slog.LevelDebug) { // spare building the attrs on the hot path
+		h.opts.Logger.DebugContext(ctx, "webhook: claimed", "provider", provider, "event_id", ev.ID,
+			"type", ev.Type, "payment", ev.Payment != nil)
+	}
+	writeStatus(w, OutcomeClaimed)
+	return OutcomeClaimed
+}
+
+func (h *handler) rejectSignature(w http.ResponseWriter, r *http.Request, provider string, err error) string {
+	h.opts.Logger.WarnContext(r.Context(), "webhook: signature rejected", "provider", provider,
+		"remote", r.RemoteAddr, "error", err)
+	switch {
+	case errors.Is(err, ErrStaleSignature):
+		problem.Write(w, http.StatusBadRequest, "stale_signature", err.Error())
+		return OutcomeStale
+	case errors.Is(err, ErrMissingSignature):
+		problem.Write(w, http.StatusBadRequest, "missing_signature", err.Error())
+	case errors.Is(err, ErrMalformedSignature):
+		problem.Write(w, http.StatusBadRequest, "malformed_signature", err.Error())
+	default:
+		problem.Write(w, http.StatusBadRequest, "bad_signature", "signature does not match")
+	}
+	return OutcomeBadSignature
+}
+
+// statusBodies are the 200 answers, encoded once: {"status":"<outcome>"}
+// and a newline, as json.Encoder writes them.
+var statusBodies = map[string][]byte{
+	OutcomeClaimed:   []byte(`{"status":"claimed"}` + "\n"),
+	OutcomeDuplicate: []byte(`{"status":"duplicate"}` + "\n"),
+}
+
+func writeStatus(w http.ResponseWriter, status string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(statusBodies[status])
+}
+
+// Problem is the application/problem+json body of every error answer.
+type Problem = problem.Problem
