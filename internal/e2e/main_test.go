@@ -28,7 +28,7 @@ func billingBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		binPath, buildErr = e2e.BuildBinary(context.Background(), "..", dir)
+		binPath, buildErr = e2e.BuildBinary(context.Background(), "../..", dir)
 	})
 	if buildErr != nil {
 		t.Fatal(fmt.Errorf("build billing: %w", buildErr))
