@@ -15,7 +15,7 @@ import (
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench <name>",
-		Short: "Run a load generator from bench/ against BILLING_DATABASE_URL, beside its baseline",
+		Short: "Run a load generator (internal/bench) against BILLING_DATABASE_URL, beside its baseline",
 		Long: `bench runs one load generator against the database in BILLING_DATABASE_URL and,
 in the same invocation, the baseline it is judged against (pgbench on the
 equivalent raw SQL, or River working a no-op job). It prints one JSON object
