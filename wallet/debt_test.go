@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -100,6 +102,53 @@ func TestForgiveDebtRacingOnOneKey(t *testing.T) {
 
 	_, err := s.ForgiveDebt(ctx, newPlayer(t, pool), "ops-42", "another player, same key")
 	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+}
+
+// A key used when the player owed nothing is spent on that answer: ten
+// operators racing on it all get "0 forgiven", and replaying it after the
+// player falls into debt answers the same 0 and leaves the new debt open.
+func TestForgiveNothingSpendsTheKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 12)
+	s := wallet.New(pool, wallet.Options{})
+	player := newPlayer(t, pool)
+
+	results := make([]*wallet.Forgiveness, 10)
+	errs := make([]error, 10)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(ctx, player, "ops-zero", "nothing owed") })
+	}
+	wg.Wait()
+	fresh := 0
+	for i, f := range results {
+		require.NoError(t, errs[i])
+		require.Equal(t, player, f.PlayerID)
+		require.Zero(t, f.Mana)
+		if !f.Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh, "one call decided, nine replayed it")
+
+	clawback(t, s, pool, player, 12, "cb")
+	require.Equal(t, int64(12), debtOf(t, pool, player))
+	f, err := s.ForgiveDebt(ctx, player, "ops-zero", "nothing owed")
+	require.NoError(t, err)
+	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, *f)
+	require.Equal(t, int64(12), debtOf(t, pool, player), "a replayed key never forgives a later debt")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'debt_write_off'`))
+
+	_, err = s.ForgiveDebt(ctx, newPlayer(t, pool), "ops-zero", "another player, same key")
+	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+	f, err = s.ForgiveDebt(ctx, player, "ops-new", "a new decision")
+	require.NoError(t, err)
+	require.Equal(t, int64(12), f.Mana)
+	require.Zero(t, debtOf(t, pool, player))
+	// The full audit, domain invariants included: a clawback without an
+	// order and a forgiveness are both legitimate here.
+	audittest.RequireClean(t, pool, audit.Options{})
 }
 
 // Ten concurrent adjustments with one operator key: one credit. A debit

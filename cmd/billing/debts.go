@@ -67,8 +67,9 @@ func newDebtsForgiveCmd() *cobra.Command {
 		Short: "Write a player's whole debt off, once per key",
 		Long: `forgive writes the player's whole open debt off against the bad_debt account:
 the wallet is unchanged, the debt becomes 0, and conversions are allowed again.
-The same --key again prints the first result and moves nothing (replay-safe);
-choose a new key for a new decision. The reason is kept in the ledger.`,
+The key is spent whatever it found (0 Mana when nothing was owed): the same
+--key again prints the first result and moves nothing, even after a new debt
+(replay-safe); choose a new key for a new decision. The reason is kept in the ledger.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reason == "" {
