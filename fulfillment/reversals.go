@@ -72,6 +72,16 @@ var (
 	}, []string{"provider", "kind"})
 )
 
+func init() {
+	for _, o := range []string{OutcomeApplied, OutcomeAwaitingPayment, OutcomeRefused, OutcomeError} {
+		reversals.WithLabelValues(o) // export zeros, so increase() sees the first one
+	}
+	for _, p := range Providers() {
+		clawbacks.WithLabelValues(p, ReversalRefund)
+		clawbacks.WithLabelValues(p, ReversalDispute)
+	}
+}
+
 // ErrReversalRefused wraps the cancel error of a refund or dispute that
 // cannot apply to its payment (another currency, more than was paid).
 var ErrReversalRefused = errors.New("fulfillment: refund or dispute refused")

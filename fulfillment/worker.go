@@ -67,6 +67,13 @@ var fulfilments = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "fulfill_order jobs worked, by outcome (fulfilled, already_fulfilled, rejected, already_rejected, unknown_order, unapplied, error).",
 }, []string{"outcome"})
 
+func init() {
+	for _, o := range []string{OutcomeFulfilled, OutcomeAlreadyFulfilled, OutcomeRejected, OutcomeAlreadyRejected,
+		OutcomeUnknownOrder, OutcomeUnapplied, OutcomeError} {
+		fulfilments.WithLabelValues(o) // export zeros, so increase() sees the first one
+	}
+}
+
 // ErrPaymentMismatch wraps the cancel error of a payment whose amount or
 // currency differs from the order's snapshot.
 var ErrPaymentMismatch = errors.New("fulfillment: paid amount or currency does not match the order")
