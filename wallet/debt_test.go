@@ -67,6 +67,29 @@ func TestClawbackTakesManaThenSparksThenDebt(t *testing.T) {
 	require.Equal(t, int64(7), debtOf(t, pool, broke))
 }
 
+// forgiveRacing has ten operators forgive player's debt with one key at
+// once and requires one fresh answer, nine replays of it, all of want Mana.
+func forgiveRacing(t *testing.T, s *wallet.Store, player int64, key string, want int64) {
+	t.Helper()
+	results := make([]*wallet.Forgiveness, 10)
+	errs := make([]error, 10)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(context.Background(), player, key, "racing") })
+	}
+	wg.Wait()
+	fresh := 0
+	for i, f := range results {
+		require.NoError(t, errs[i])
+		require.Equal(t, player, f.PlayerID)
+		require.Equal(t, want, f.Mana)
+		if !f.Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh, "one call decided, nine replayed it")
+}
+
 // Ten operators forgive one debt with one key at once: written off once,
 // every answer the same Mana, the wallet unchanged.
 func TestForgiveDebtRacingOnOneKey(t *testing.T) {
@@ -79,22 +102,7 @@ func TestForgiveDebtRacingOnOneKey(t *testing.T) {
 	clawback(t, s, pool, player, 40, "cb")
 	require.Equal(t, int64(35), debtOf(t, pool, player))
 
-	results := make([]*wallet.Forgiveness, 10)
-	errs := make([]error, 10)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(ctx, player, "ops-42", "goodwill") })
-	}
-	wg.Wait()
-	fresh := 0
-	for i, f := range results {
-		require.NoError(t, errs[i])
-		require.Equal(t, int64(35), f.Mana)
-		if !f.Replayed {
-			fresh++
-		}
-	}
-	require.Equal(t, 1, fresh)
+	forgiveRacing(t, s, player, "ops-42", 35)
 	require.Zero(t, debtOf(t, pool, player))
 	require.Zero(t, balance(t, pool, player, wallet.Mana))
 	require.NoError(t, wallet.CheckNoDebt(ctx, pool, player))
@@ -114,27 +122,11 @@ func TestForgiveNothingSpendsTheKey(t *testing.T) {
 	s := wallet.New(pool, wallet.Options{})
 	player := newPlayer(t, pool)
 
-	results := make([]*wallet.Forgiveness, 10)
-	errs := make([]error, 10)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(ctx, player, "ops-zero", "nothing owed") })
-	}
-	wg.Wait()
-	fresh := 0
-	for i, f := range results {
-		require.NoError(t, errs[i])
-		require.Equal(t, player, f.PlayerID)
-		require.Zero(t, f.Mana)
-		if !f.Replayed {
-			fresh++
-		}
-	}
-	require.Equal(t, 1, fresh, "one call decided, nine replayed it")
+	forgiveRacing(t, s, player, "ops-zero", 0)
 
 	clawback(t, s, pool, player, 12, "cb")
 	require.Equal(t, int64(12), debtOf(t, pool, player))
-	f, err := s.ForgiveDebt(ctx, player, "ops-zero", "nothing owed")
+	f, err := s.ForgiveDebt(ctx, player, "ops-zero", "racing")
 	require.NoError(t, err)
 	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, *f)
 	require.Equal(t, int64(12), debtOf(t, pool, player), "a replayed key never forgives a later debt")

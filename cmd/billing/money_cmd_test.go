@@ -3,28 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"strconv"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
-
-// runBillingFail runs billing expecting exit status 1 and returns its output.
-func runBillingFail(t *testing.T, env []string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(cmd.Environ(), env...)
-	raw, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "want a failure, got %v:\n%s", err, raw)
-	return string(raw)
-}
 
 // The operator's money commands: debts list and forgive, wallet adjust,
 // payments list, each with --json and replay-safe keys; ledger verify
@@ -32,10 +17,7 @@ func runBillingFail(t *testing.T, env []string, args ...string) string {
 func TestMoneyCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testdb.NewURL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 	var player int64
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('d') RETURNING id`).Scan(&player))
