@@ -38,6 +38,12 @@ func TestMoneyCommands(t *testing.T) {
 	require.Contains(t, runBillingFail(t, env, "wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "-41",
 		"--reason", "too much", "--key", "ops-2"), "insufficient balance")
 
+	// A forgiveness while nothing is owed spends its key on "0 forgiven".
+	var f wallet.Forgiveness
+	early := []string{"debts", "forgive", "--player", p, "--key", "fg-0", "--reason", "nothing yet", "--json"}
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, early...)), &f))
+	require.Equal(t, wallet.Forgiveness{PlayerID: player}, f)
+
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	_, err = wallet.New(pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: 100, Key: "cb", Reference: "t"})
@@ -49,8 +55,11 @@ func TestMoneyCommands(t *testing.T) {
 	require.Len(t, debts, 1)
 	require.Equal(t, wallet.Debt{PlayerID: player, Mana: 60, UpdatedAt: debts[0].UpdatedAt}, debts[0])
 	require.Contains(t, runBilling(t, env, "ledger", "verify"), "ledger clean")
+	// Replayed after the debt opened, that key forgives nothing.
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, early...)), &f))
+	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, f)
+	require.Contains(t, runBilling(t, env, "debts", "list"), "1 open debts, 60 Mana in total")
 
-	var f wallet.Forgiveness
 	forgive := []string{"debts", "forgive", "--player", p, "--key", "fg-1", "--reason", "support", "--json"}
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, forgive...)), &f))
 	require.Equal(t, wallet.Forgiveness{PlayerID: player, Mana: 60}, f)
