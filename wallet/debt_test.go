@@ -143,6 +143,48 @@ func TestForgiveNothingSpendsTheKey(t *testing.T) {
 	audittest.RequireClean(t, pool, audit.Options{})
 }
 
+// One key sent for two players at once (five calls each, one owing
+// nothing): one player's call decides, that player's others replay it, the
+// other player's are refused as a reused key, and only the winner's debt
+// may be written off.
+func TestForgiveOneKeyTwoPlayersRacing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 12)
+	s := wallet.New(pool, wallet.Options{})
+	owing, even := newPlayer(t, pool), newPlayer(t, pool)
+	clawback(t, s, pool, owing, 9, "cb")
+
+	results := make([]*wallet.Forgiveness, 10)
+	errs := make([]error, 10)
+	var wg sync.WaitGroup
+	for i := range results {
+		player := []int64{owing, even}[i%2]
+		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(ctx, player, "ops-both", "racing") })
+	}
+	wg.Wait()
+	var winner int64
+	fresh, refused := 0, 0
+	for i, f := range results {
+		if errs[i] != nil {
+			require.ErrorIs(t, errs[i], wallet.ErrIdempotencyKeyReused)
+			refused++
+			continue
+		}
+		require.True(t, winner == 0 || winner == f.PlayerID, "one player owns the key")
+		winner = f.PlayerID
+		if !f.Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh)
+	require.Equal(t, 5, refused, "the other player's five calls")
+	wantDebt := map[bool]int64{true: 0, false: 9}[winner == owing]
+	require.Equal(t, wantDebt, debtOf(t, pool, owing))
+	require.Zero(t, debtOf(t, pool, even))
+	audittest.RequireClean(t, pool, audit.Options{})
+}
+
 // Ten concurrent adjustments with one operator key: one credit. A debit
 // never goes negative; a Mana credit settles a debt first.
 func TestAdjustRacingOnOneKey(t *testing.T) {
