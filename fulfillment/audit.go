@@ -25,8 +25,8 @@ func (v Violation) String() string {
 // per order; only for a paid amount and currency that match the order's
 // snapshot") as queries whose only rows are violations. At most one credit
 // per order is also the wallet's UNIQUE key; these check the rest.
-var auditChecks = []struct{ name, sql string }{
-	{"fulfilled_without_its_credit", `
+var auditChecks = []auditCheck{
+	{5, "fulfilled_without_its_credit", `
 SELECT o.id, format('status fulfilled, wallet transaction %s, key %s holds %s',
 	coalesce(o.wallet_transaction_id::text, 'none'), 'order:' || o.id || ':fulfilment',
 	coalesce(t.amount::text || ' ' || t.currency || ' for player ' || t.player_id, 'nothing'))
@@ -34,17 +34,17 @@ FROM orders o
 LEFT JOIN wallet_transactions t ON t.idempotency_key = 'order:' || o.id || ':fulfilment'
 WHERE o.status = 'fulfilled' AND (t.id IS NULL OR t.id IS DISTINCT FROM o.wallet_transaction_id
 	OR t.amount <> o.mana OR t.currency <> 'mana' OR t.player_id <> o.player_id)`},
-	{"credit_without_fulfilled_order", `
+	{5, "credit_without_fulfilled_order", `
 SELECT coalesce(o.id, 0), format('wallet transaction %s under key %s, order status %s',
 	t.id, t.idempotency_key, coalesce(o.status, 'missing'))
 FROM wallet_transactions t
 LEFT JOIN orders o ON t.idempotency_key = 'order:' || o.id || ':fulfilment'
 WHERE t.idempotency_key LIKE 'order:%:fulfilment' AND (o.id IS NULL OR o.status <> 'fulfilled')`},
-	{"purchase_outside_an_order", `
+	{5, "purchase_outside_an_order", `
 SELECT 0, format('wallet transaction %s of kind purchase under key %s', t.id, t.idempotency_key)
 FROM wallet_transactions t
 WHERE t.kind = 'purchase' AND t.idempotency_key NOT LIKE 'order:%:fulfilment'`},
-	{"fulfilled_without_matching_payment", `
+	{5, "fulfilled_without_matching_payment", `
 SELECT o.id, format('no claimed event paid %s %s for it', o.amount, o.currency)
 FROM orders o
 WHERE o.status = 'fulfilled' AND NOT EXISTS (SELECT 1 FROM webhook_events e
@@ -55,14 +55,26 @@ WHERE o.status = 'fulfilled' AND NOT EXISTS (SELECT 1 FROM webhook_events e
 // violation (none when clean). Run it in a REPEATABLE READ transaction
 // (pass the pgx.Tx) to see one snapshot while fulfillments run.
 func Audit(ctx context.Context, db DB) ([]Violation, error) {
+	return runChecks(ctx, db, auditChecks)
+}
+
+// auditCheck is one invariant check: a query whose only rows are
+// violations, (order or player id, detail).
+type auditCheck struct {
+	invariant int
+	name, sql string
+}
+
+// runChecks runs checks in order and returns every violation they found.
+func runChecks(ctx context.Context, db DB, checks []auditCheck) ([]Violation, error) {
 	var out []Violation
-	for _, c := range auditChecks {
+	for _, c := range checks {
 		rows, err := db.Query(ctx, c.sql)
 		if err != nil {
 			return nil, fmt.Errorf("fulfillment: audit %s: %w", c.name, err)
 		}
 		for rows.Next() {
-			v := Violation{Invariant: 5, Check: c.name}
+			v := Violation{Invariant: c.invariant, Check: c.name}
 			if err := rows.Scan(&v.OrderID, &v.Detail); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("fulfillment: audit %s: %w", c.name, err)

@@ -1,9 +1,6 @@
 package fulfillment
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // paymentChecks are invariants 7 to 9 of the design as queries whose only
 // rows are violations (order or player id, detail):
@@ -15,10 +12,7 @@ import (
 //     what its payment's clawbacks took;
 //  9. each player's debt equals minus the player's entries on the
 //     receivable account, and is never negative.
-var paymentChecks = []struct {
-	invariant int
-	name, sql string
-}{
+var paymentChecks = []auditCheck{
 	{7, "applied_payments_per_order", `
 SELECT order_id, format('%s applied payments: %s', count(*), string_agg(provider || ' ' || payment_id, ', '))
 FROM payments WHERE status = 'applied' GROUP BY order_id HAVING count(*) > 1`},
@@ -63,23 +57,5 @@ WHERE coalesce(d.outstanding, 0) <> -coalesce(r.total, 0) OR d.outstanding < 0`}
 // for invariant 9. Run it in a REPEATABLE READ transaction (pass the
 // pgx.Tx) to see one snapshot while work runs.
 func AuditPayments(ctx context.Context, db DB) ([]Violation, error) {
-	var out []Violation
-	for _, c := range paymentChecks {
-		rows, err := db.Query(ctx, c.sql)
-		if err != nil {
-			return nil, fmt.Errorf("fulfillment: audit %s: %w", c.name, err)
-		}
-		for rows.Next() {
-			v := Violation{Invariant: c.invariant, Check: c.name}
-			if err := rows.Scan(&v.OrderID, &v.Detail); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("fulfillment: audit %s: %w", c.name, err)
-			}
-			out = append(out, v)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("fulfillment: audit %s: %w", c.name, err)
-		}
-	}
-	return out, nil
+	return runChecks(ctx, db, paymentChecks)
 }

@@ -55,9 +55,7 @@ func TestSetCheckoutOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: newPlayer(t, pool), SKU: "mana_1000", Provider: "paddle"})
-	require.NoError(t, err)
+	o := checkout(t, pool, newPlayer(t, pool), "mana_1000", "paddle")
 	const n = 20
 	got, errs := make([]*fulfillment.Order, n), make([]error, n)
 	var wg sync.WaitGroup

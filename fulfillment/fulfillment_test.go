@@ -19,9 +19,7 @@ func TestCreateCheckoutSnapshotsPrice(t *testing.T) {
 	pool := testdb.New(t)
 	player := newPlayer(t, pool)
 
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: player, SKU: "mana_5000", Provider: "paddle"})
-	require.NoError(t, err)
+	o := checkout(t, pool, player, "mana_5000", "paddle")
 	require.Equal(t, int64(3999), o.Amount)
 	require.Equal(t, "usd", o.Currency)
 	require.Equal(t, int64(5000), o.Mana)
@@ -64,11 +62,9 @@ func TestGetOrderHidesOtherPlayersOrders(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	alice, bob := newPlayer(t, pool), newPlayer(t, pool)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: alice, SKU: "mana_1000", Provider: "creem"})
-	require.NoError(t, err)
+	o := checkout(t, pool, alice, "mana_1000", "creem")
 
-	_, err = fulfillment.GetOrder(ctx, pool, bob, o.ID)
+	_, err := fulfillment.GetOrder(ctx, pool, bob, o.ID)
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
 	_, err = fulfillment.GetOrder(ctx, pool, alice, o.ID+1000)
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
@@ -85,9 +81,7 @@ func TestConcurrentFulfilmentsCreditOnce(t *testing.T) {
 	pool := testdb.New(t)
 	client := startRiver(t, pool)
 	player := newPlayer(t, pool)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
-	require.NoError(t, err)
+	o := checkout(t, pool, player, "mana_1000", "stripe")
 
 	var wg sync.WaitGroup
 	for i := range 10 {
@@ -125,9 +119,7 @@ func TestPaymentMismatchRejectsAndCancels(t *testing.T) {
 			pool := testdb.New(t)
 			client := startRiver(t, pool)
 			player := newPlayer(t, pool)
-			o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-				PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
-			require.NoError(t, err)
+			o := checkout(t, pool, player, "mana_1000", "stripe")
 
 			pay(t, pool, client, "evt_bad", o.ID, tc.amount, tc.currency)
 			jobs := waitJobs(t, pool, 1)
@@ -156,13 +148,10 @@ func TestPaymentMismatchRejectsAndCancels(t *testing.T) {
 
 func TestCurrencyComparedCaseInsensitively(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool := testdb.New(t)
 	client := startRiver(t, pool)
 	player := newPlayer(t, pool)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: player, SKU: "mana_1000", Provider: "paddle"})
-	require.NoError(t, err)
+	o := checkout(t, pool, player, "mana_1000", "paddle")
 
 	pay(t, pool, client, "evt_upper", o.ID, 999, "USD")
 	jobs := waitJobs(t, pool, 1)

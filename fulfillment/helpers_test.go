@@ -2,17 +2,16 @@ package fulfillment_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/players"
@@ -27,29 +26,16 @@ var catalogue = map[string]fulfillment.SKU{
 	"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
 }
 
-// startRiver starts a River client that works fulfill_order jobs on pool
-// and stops it when the test ends (before the pool closes).
+// startRiver starts the fulfilment and reversal workers on pool.
 func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	t.Helper()
-	workers := river.NewWorkers()
-	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
-		Pool: pool, Logger: slog.New(slog.DiscardHandler)}))
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
-		Workers:           workers,
-		FetchCooldown:     10 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
-		Logger:            slog.New(slog.DiscardHandler),
-		TestOnly:          true,
-	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
-	return client
+	return fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{})
+}
+
+// startRiverWith is startRiver with opts (refunders, clock).
+func startRiverWith(t *testing.T, pool *pgxpool.Pool, opts fulfillment.WorkerOptions) *river.Client[pgx.Tx] {
+	t.Helper()
+	return fulfillmenttest.StartRiver(t, pool, opts)
 }
 
 func newPlayer(t *testing.T, pool *pgxpool.Pool) int64 {
@@ -57,6 +43,15 @@ func newPlayer(t *testing.T, pool *pgxpool.Pool) int64 {
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
 	return p.ID
+}
+
+// checkout opens an order of sku for player through provider.
+func checkout(t *testing.T, pool *pgxpool.Pool, player int64, sku, provider string) *fulfillment.Order {
+	t.Helper()
+	o, err := fulfillment.CreateCheckout(context.Background(), pool, catalogue, fulfillment.CheckoutParams{
+		PlayerID: player, SKU: sku, Provider: provider})
+	require.NoError(t, err)
+	return o
 }
 
 // pay does what webhook intake does for a completed payment of the order's
@@ -117,26 +112,7 @@ type jobRow struct {
 // and returns them in id order.
 func waitJobs(t *testing.T, pool *pgxpool.Pool, n int) []jobRow {
 	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rows, err := pool.Query(ctx, `SELECT state::text, coalesce((SELECT array_agg(e->>'error') FROM jsonb_array_elements(to_jsonb(errors)) e), '{}')
-			FROM river_job WHERE kind = 'fulfill_order' ORDER BY id`)
-		require.NoError(t, err)
-		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
-		require.NoError(t, err)
-		done := len(jobs) == n
-		for _, j := range jobs {
-			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
-		}
-		if done {
-			return jobs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fulfill_order jobs not finalized in time: %+v (want %d)", jobs, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitKind(t, pool, "fulfill_order", n)
 }
 
 func manaBalance(t *testing.T, pool *pgxpool.Pool, playerID int64) int64 {

@@ -43,6 +43,12 @@ var unappliedPayments = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Payments recorded unapplied (a second payment for a paid order, or one the order refused), by provider.",
 }, []string{"provider"})
 
+func init() {
+	for _, p := range Providers() {
+		unappliedPayments.WithLabelValues(p) // export zeros, so increase() sees the first one
+	}
+}
+
 const paymentColumns = `id, provider, payment_id, order_id, player_id, event_id, amount, currency, mana_minted,
 	status, coalesce(reason, ''), clawed_back_mana, coalesce(refund_id, ''), created_at, reversal_steps`
 

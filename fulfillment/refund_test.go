@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,10 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
@@ -107,31 +102,6 @@ func waitListening(t *testing.T, addr string) {
 	}
 }
 
-// startRiverWith is startRiver with refunders and the reverse worker.
-func startRiverWith(t *testing.T, pool *pgxpool.Pool, opts fulfillment.WorkerOptions) *river.Client[pgx.Tx] {
-	t.Helper()
-	opts.Pool, opts.Logger = pool, slog.New(slog.DiscardHandler)
-	workers := river.NewWorkers()
-	river.AddWorker(workers, fulfillment.NewWorker(opts))
-	river.AddWorker(workers, fulfillment.NewReverseWorker(opts))
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
-		Workers:           workers,
-		FetchCooldown:     10 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
-		Logger:            slog.New(slog.DiscardHandler),
-		TestOnly:          true,
-	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
-	return client
-}
-
 // A second, distinct payment for a paid order (10 deliveries of it under
 // fresh event ids, at once) is recorded unapplied once, mints nothing, is
 // refunded through Stripe's API (stripe-mock) under one idempotency key,
@@ -144,9 +114,7 @@ func TestDoubleChargeUnappliedAndRefundedOnce(t *testing.T) {
 	client := startRiverWith(t, pool, fulfillment.WorkerOptions{Refunders: map[string]fulfillment.Refunder{
 		fulfillment.ProviderStripe: fulfillment.NewStripeRefunder("sk_test_123", apiURL)}})
 	player := newPlayer(t, pool)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
-	require.NoError(t, err)
+	o := checkout(t, pool, player, "mana_1000", "stripe")
 	payWith(t, pool, client, "stripe", "evt_first", "pi_first", o.ID, 999, "usd")
 	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
 
@@ -207,9 +175,7 @@ func TestDoubleChargeWithoutRefunderAsksOperator(t *testing.T) {
 	pool := testdb.New(t)
 	client := startRiver(t, pool)
 	player := newPlayer(t, pool)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: player, SKU: "mana_1000", Provider: "paddle"})
-	require.NoError(t, err)
+	o := checkout(t, pool, player, "mana_1000", "paddle")
 	payWith(t, pool, client, "paddle", "evt_1", "txn_1", o.ID, 999, "usd")
 	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State) // else either payment may be the one that mints
 	payWith(t, pool, client, "paddle", "evt_2", "txn_2", o.ID, 999, "usd")
@@ -233,9 +199,7 @@ func TestPaymentFromAnotherProviderRefused(t *testing.T) {
 	pool := testdb.New(t)
 	client := startRiver(t, pool)
 	player := newPlayer(t, pool)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
-	require.NoError(t, err)
+	o := checkout(t, pool, player, "mana_1000", "stripe")
 	payWith(t, pool, client, "paddle", "evt_p", "txn_p", o.ID, 999, "usd")
 	jobs := waitJobs(t, pool, 1)
 	require.Equal(t, "cancelled", jobs[0].State)
@@ -275,9 +239,7 @@ func TestUnappliedRefundRetriedWithOneKey(t *testing.T) {
 	refunder := &flakyRefunder{}
 	client := startRiverWith(t, pool, fulfillment.WorkerOptions{Refunders: map[string]fulfillment.Refunder{"stripe": refunder}})
 	player := newPlayer(t, pool)
-	o, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
-		PlayerID: player, SKU: "mana_1000", Provider: "stripe"})
-	require.NoError(t, err)
+	o := checkout(t, pool, player, "mana_1000", "stripe")
 	payWith(t, pool, client, "stripe", "evt_1", "pi_1", o.ID, 999, "usd")
 	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
 	payWith(t, pool, client, "stripe", "evt_2", "pi_2", o.ID, 999, "usd")

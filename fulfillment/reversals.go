@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -72,6 +71,16 @@ var (
 	}, []string{"provider", "kind"})
 )
 
+func init() {
+	for _, o := range []string{OutcomeApplied, OutcomeAwaitingPayment, OutcomeRefused, OutcomeError} {
+		reversals.WithLabelValues(o) // export zeros, so increase() sees the first one
+	}
+	for _, p := range Providers() {
+		clawbacks.WithLabelValues(p, ReversalRefund)
+		clawbacks.WithLabelValues(p, ReversalDispute)
+	}
+}
+
 // ErrReversalRefused wraps the cancel error of a refund or dispute that
 // cannot apply to its payment (another currency, more than was paid).
 var ErrReversalRefused = errors.New("fulfillment: refund or dispute refused")
@@ -104,14 +113,11 @@ func (w *ReverseWorker) work(ctx context.Context, job *river.Job[ReversePaymentA
 	if err := a.validate(); err != nil {
 		return OutcomeRefused, river.JobCancel(err)
 	}
-	tx, err := w.pool.Begin(ctx)
+	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.PaymentID)
 	if err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := lockPaymentKey(ctx, tx, a.Provider, a.PaymentID); err != nil {
 		return OutcomeError, err
 	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := recordReversal(ctx, tx, a); err != nil {
 		return OutcomeError, err
 	}
@@ -131,13 +137,14 @@ func (w *ReverseWorker) work(ctx context.Context, job *river.Job[ReversePaymentA
 
 func (w *ReverseWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[ReversePaymentArgs], outcome, refused string) (string, error) {
 	a := job.Args
+	what := fmt.Sprintf("%s %s %q", a.Provider, a.ReversalKind, a.ReversalID)
 	if refused == "" {
-		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-			return OutcomeError, fmt.Errorf("fulfillment: complete job %d: %w", job.ID, err)
+		if err := completeAndCommit(ctx, tx, job, what); err != nil {
+			return OutcomeError, err
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: commit %s %s %q: %w", a.Provider, a.ReversalKind, a.ReversalID, err)
+	} else if err := tx.Commit(ctx); err != nil {
+		// Refused: the reversal is recorded and the job is cancelled below.
+		return OutcomeError, fmt.Errorf("fulfillment: commit %s: %w", what, err)
 	}
 	if refused != "" {
 		w.logger.WarnContext(ctx, "reversal refused", "provider", a.Provider, "reversal_id", a.ReversalID, "reason", refused)

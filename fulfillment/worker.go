@@ -67,6 +67,13 @@ var fulfilments = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "fulfill_order jobs worked, by outcome (fulfilled, already_fulfilled, rejected, already_rejected, unknown_order, unapplied, error).",
 }, []string{"outcome"})
 
+func init() {
+	for _, o := range []string{OutcomeFulfilled, OutcomeAlreadyFulfilled, OutcomeRejected, OutcomeAlreadyRejected,
+		OutcomeUnknownOrder, OutcomeUnapplied, OutcomeError} {
+		fulfilments.WithLabelValues(o) // export zeros, so increase() sees the first one
+	}
+}
+
 // ErrPaymentMismatch wraps the cancel error of a payment whose amount or
 // currency differs from the order's snapshot.
 var ErrPaymentMismatch = errors.New("fulfillment: paid amount or currency does not match the order")
@@ -133,14 +140,11 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[FulfillOrderArgs]) err
 
 func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (string, error) {
 	a := job.Args
-	tx, err := w.pool.Begin(ctx)
+	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.paymentID())
 	if err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := lockPaymentKey(ctx, tx, a.Provider, a.paymentID()); err != nil {
 		return OutcomeError, err
 	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	o, err := lockOrder(ctx, tx, a.OrderID)
 	if errors.Is(err, ErrNotFound) {
 		return OutcomeUnknownOrder, river.JobCancel(fmt.Errorf("fulfillment: %s event %q names order %d, which does not exist: %w",
@@ -244,13 +248,37 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	if _, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment"); err != nil {
 		return OutcomeError, err
 	}
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: complete job %d: %w", job.ID, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: commit order %d: %w", o.ID, err)
+	if err := completeAndCommit(ctx, tx, job, "order "+strconv.FormatInt(o.ID, 10)); err != nil {
+		return OutcomeError, err
 	}
 	w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
 		"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
 	return OutcomeFulfilled, nil
+}
+
+// beginForPayment begins the transaction of a job about one provider
+// payment, holding the payment's lock (lockPaymentKey) from the start. The
+// caller rolls it back on every path that does not commit.
+func beginForPayment(ctx context.Context, pool *pgxpool.Pool, provider, paymentID string) (pgx.Tx, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: begin: %w", err)
+	}
+	if err := lockPaymentKey(ctx, tx, provider, paymentID); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return tx, nil
+}
+
+// completeAndCommit marks job completed inside tx and commits, so the job
+// is done exactly when its effects are; what names the work in the error.
+func completeAndCommit[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[T], what string) error {
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("fulfillment: complete job %d: %w", job.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("fulfillment: commit %s: %w", what, err)
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fibe-dev/billing/fulfillment"
 )
 
 var (
@@ -23,6 +25,16 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	}, []string{"kind", "outcome"})
 )
+
+// init exports zeros for the money jobs' outcomes, so an alert on
+// increase() sees the first cancelled fulfilment (a payment mismatch).
+func init() {
+	for _, kind := range []string{fulfillment.FulfillOrderArgs{}.Kind(), fulfillment.ReversePaymentArgs{}.Kind()} {
+		for _, o := range []string{"completed", "retryable", "discarded", "cancelled", "snoozed"} {
+			jobsWorked.WithLabelValues(kind, o)
+		}
+	}
+}
 
 func metricsMiddleware() rivertype.Middleware {
 	return river.WorkerMiddlewareFunc(func(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {

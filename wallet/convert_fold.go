@@ -2,8 +2,6 @@ package wallet
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -73,34 +71,13 @@ func applyPair(ctx context.Context, q dbtx.DB, tx pgx.Tx, debit, credit leg) ([]
 		}
 		return collectPair(rows)
 	}
-	b := &pgx.Batch{}
-	b.Queue("SAVEPOINT " + savepoint)
-	b.Queue(pairSQL, pairArgs(debit, credit)...)
-	b.Queue("RELEASE SAVEPOINT " + savepoint)
-	br := tx.SendBatch(ctx, b)
-	_, err := br.Exec()
-	var found []*Transaction
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			found, err = collectPair(rows)
+	return inSavepoint(ctx, tx, pairSQL, pairArgs(debit, credit), func(br pgx.BatchResults) ([]*Transaction, error) {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
 		}
-	}
-	if err == nil || errors.Is(err, errRefused) {
-		if _, rerr := br.Exec(); rerr != nil {
-			err = rerr
-		}
-	}
-	if cerr := br.Close(); cerr != nil && (err == nil || errors.Is(err, errRefused)) {
-		err = cerr
-	}
-	if err != nil && !errors.Is(err, errRefused) {
-		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); rerr != nil {
-			return nil, fmt.Errorf("wallet: roll back savepoint after %v: %w", err, rerr)
-		}
-		return nil, classify(err)
-	}
-	return found, err
+		return collectPair(rows)
+	})
 }
 
 // collectPair reads pairSQL's rows; no row is errRefused.

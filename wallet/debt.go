@@ -241,7 +241,8 @@ type Forgiveness struct {
 
 // ForgiveDebt writes the player's whole debt off under the operator's key:
 // a Mana credit from bad_debt then a debit to receivable, the wallet
-// unchanged. The same key again answers the first result and moves nothing.
+// unchanged. The key is spent whatever the outcome (0 Mana when nothing was
+// owed): the same key again answers the first result and moves nothing.
 func (s *Store) ForgiveDebt(ctx context.Context, playerID int64, key, reason string) (*Forgiveness, error) {
 	if !validKey(key) || len(key) > MaxKeyLength-len(":write_off") {
 		return nil, ErrInvalidKey
@@ -263,32 +264,55 @@ func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key, rea
 	if err != nil {
 		return nil, err
 	}
-	if done, err := writtenOff(ctx, tx, key); err != nil || done != nil {
+	if done, err := forgiven(ctx, tx, key); err != nil || done != nil {
 		if done != nil && done.PlayerID != playerID {
 			return nil, &KeyReusedError{Key: key, Field: "player"}
 		}
 		return done, err
 	}
-	if owed == 0 {
-		return &Forgiveness{PlayerID: playerID}, nil
+	if owed > 0 {
+		if err := s.writeOff(ctx, tx, playerID, owed, key, reason); err != nil {
+			return nil, err
+		}
 	}
+	return &Forgiveness{PlayerID: playerID, Mana: owed}, recordForgiveness(ctx, tx, playerID, owed, key, reason)
+}
+
+// writeOff moves owed Mana from bad_debt to receivable through the wallet
+// and clears it from the debts row.
+func (s *Store) writeOff(ctx context.Context, tx pgx.Tx, playerID, owed int64, key, reason string) error {
 	ref := "forgiven: " + reason
 	if _, err := s.CreditTx(ctx, tx, PostParams{PlayerID: playerID, Currency: Mana, Amount: owed,
 		Kind: KindDebtWriteOff, Reference: ref, IdempotencyKey: key + ":write_off", Account: AccountBadDebt}); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := s.DebitTx(ctx, tx, PostParams{PlayerID: playerID, Currency: Mana, Amount: owed,
 		Kind: KindDebtWriteOff, Reference: ref, IdempotencyKey: key + ":receivable", Account: AccountReceivable}); err != nil {
-		return nil, err
+		return err
 	}
-	return &Forgiveness{PlayerID: playerID, Mana: owed}, addDebt(ctx, tx, playerID, -owed)
+	return addDebt(ctx, tx, playerID, -owed)
 }
 
-// writtenOff returns the forgiveness already recorded under key, or nil.
-func writtenOff(ctx context.Context, tx pgx.Tx, key string) (*Forgiveness, error) {
+// recordForgiveness spends key on this outcome, 0 Mana included, so a
+// replay answers it and never forgives a later debt. The debts row lock
+// serialises one player's calls; the primary key referees the same key
+// sent for two players at once.
+func recordForgiveness(ctx context.Context, tx pgx.Tx, playerID, mana int64, key, reason string) error {
+	tag, err := tx.Exec(ctx, `INSERT INTO debt_forgiveness (key, player_id, mana, reason)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING`, key, playerID, mana, reason)
+	if err != nil {
+		return fmt.Errorf("wallet: record forgiveness %q: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return &KeyReusedError{Key: key, Field: "player"}
+	}
+	return nil
+}
+
+// forgiven returns the forgiveness already recorded under key, or nil.
+func forgiven(ctx context.Context, tx pgx.Tx, key string) (*Forgiveness, error) {
 	f := &Forgiveness{Replayed: true}
-	err := tx.QueryRow(ctx, `SELECT player_id, amount FROM wallet_transactions WHERE idempotency_key = $1`,
-		key+":write_off").Scan(&f.PlayerID, &f.Mana)
+	err := tx.QueryRow(ctx, `SELECT player_id, mana FROM debt_forgiveness WHERE key = $1`, key).Scan(&f.PlayerID, &f.Mana)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -65,6 +67,29 @@ func TestClawbackTakesManaThenSparksThenDebt(t *testing.T) {
 	require.Equal(t, int64(7), debtOf(t, pool, broke))
 }
 
+// forgiveRacing has ten operators forgive player's debt with one key at
+// once and requires one fresh answer, nine replays of it, all of want Mana.
+func forgiveRacing(t *testing.T, s *wallet.Store, player int64, key string, want int64) {
+	t.Helper()
+	results := make([]*wallet.Forgiveness, 10)
+	errs := make([]error, 10)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(context.Background(), player, key, "racing") })
+	}
+	wg.Wait()
+	fresh := 0
+	for i, f := range results {
+		require.NoError(t, errs[i])
+		require.Equal(t, player, f.PlayerID)
+		require.Equal(t, want, f.Mana)
+		if !f.Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh, "one call decided, nine replayed it")
+}
+
 // Ten operators forgive one debt with one key at once: written off once,
 // every answer the same Mana, the wallet unchanged.
 func TestForgiveDebtRacingOnOneKey(t *testing.T) {
@@ -77,22 +102,7 @@ func TestForgiveDebtRacingOnOneKey(t *testing.T) {
 	clawback(t, s, pool, player, 40, "cb")
 	require.Equal(t, int64(35), debtOf(t, pool, player))
 
-	results := make([]*wallet.Forgiveness, 10)
-	errs := make([]error, 10)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(ctx, player, "ops-42", "goodwill") })
-	}
-	wg.Wait()
-	fresh := 0
-	for i, f := range results {
-		require.NoError(t, errs[i])
-		require.Equal(t, int64(35), f.Mana)
-		if !f.Replayed {
-			fresh++
-		}
-	}
-	require.Equal(t, 1, fresh)
+	forgiveRacing(t, s, player, "ops-42", 35)
 	require.Zero(t, debtOf(t, pool, player))
 	require.Zero(t, balance(t, pool, player, wallet.Mana))
 	require.NoError(t, wallet.CheckNoDebt(ctx, pool, player))
@@ -100,6 +110,79 @@ func TestForgiveDebtRacingOnOneKey(t *testing.T) {
 
 	_, err := s.ForgiveDebt(ctx, newPlayer(t, pool), "ops-42", "another player, same key")
 	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+}
+
+// A key used when the player owed nothing is spent on that answer: ten
+// operators racing on it all get "0 forgiven", and replaying it after the
+// player falls into debt answers the same 0 and leaves the new debt open.
+func TestForgiveNothingSpendsTheKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 12)
+	s := wallet.New(pool, wallet.Options{})
+	player := newPlayer(t, pool)
+
+	forgiveRacing(t, s, player, "ops-zero", 0)
+
+	clawback(t, s, pool, player, 12, "cb")
+	require.Equal(t, int64(12), debtOf(t, pool, player))
+	f, err := s.ForgiveDebt(ctx, player, "ops-zero", "racing")
+	require.NoError(t, err)
+	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, *f)
+	require.Equal(t, int64(12), debtOf(t, pool, player), "a replayed key never forgives a later debt")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'debt_write_off'`))
+
+	_, err = s.ForgiveDebt(ctx, newPlayer(t, pool), "ops-zero", "another player, same key")
+	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
+	f, err = s.ForgiveDebt(ctx, player, "ops-new", "a new decision")
+	require.NoError(t, err)
+	require.Equal(t, int64(12), f.Mana)
+	require.Zero(t, debtOf(t, pool, player))
+	// The full audit, domain invariants included: a clawback without an
+	// order and a forgiveness are both legitimate here.
+	audittest.RequireClean(t, pool, audit.Options{})
+}
+
+// One key sent for two players at once (five calls each, one owing
+// nothing): one player's call decides, that player's others replay it, the
+// other player's are refused as a reused key, and only the winner's debt
+// may be written off.
+func TestForgiveOneKeyTwoPlayersRacing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 12)
+	s := wallet.New(pool, wallet.Options{})
+	owing, even := newPlayer(t, pool), newPlayer(t, pool)
+	clawback(t, s, pool, owing, 9, "cb")
+
+	results := make([]*wallet.Forgiveness, 10)
+	errs := make([]error, 10)
+	var wg sync.WaitGroup
+	for i := range results {
+		player := []int64{owing, even}[i%2]
+		wg.Go(func() { results[i], errs[i] = s.ForgiveDebt(ctx, player, "ops-both", "racing") })
+	}
+	wg.Wait()
+	var winner int64
+	fresh, refused := 0, 0
+	for i, f := range results {
+		if errs[i] != nil {
+			require.ErrorIs(t, errs[i], wallet.ErrIdempotencyKeyReused)
+			refused++
+			continue
+		}
+		require.True(t, winner == 0 || winner == f.PlayerID, "one player owns the key")
+		winner = f.PlayerID
+		if !f.Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh)
+	require.Equal(t, 5, refused, "the other player's five calls")
+	wantDebt := map[bool]int64{true: 0, false: 9}[winner == owing]
+	require.Equal(t, wantDebt, debtOf(t, pool, owing))
+	require.Zero(t, debtOf(t, pool, even))
+	audittest.RequireClean(t, pool, audit.Options{})
 }
 
 // Ten concurrent adjustments with one operator key: one credit. A debit

@@ -257,15 +257,26 @@ const savepoint = "wallet_post"
 // usable.
 func applySavepoint(ctx context.Context, tx pgx.Tx, l leg) (*Transaction, error) {
 	sql, args := l.foldedSQL()
+	return inSavepoint(ctx, tx, sql, args, func(br pgx.BatchResults) (*Transaction, error) {
+		return scanFolded(br.QueryRow())
+	})
+}
+
+// inSavepoint runs one statement in tx between SAVEPOINT and RELEASE,
+// pipelined in one round trip, and reads its result with read. On failure
+// only the savepoint is rolled back, so the caller's transaction stays
+// usable; errRefused (the statement declined, changing nothing) is returned
+// as is, with the savepoint released.
+func inSavepoint[T any](ctx context.Context, tx pgx.Tx, sql string, args []any, read func(pgx.BatchResults) (T, error)) (T, error) {
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT " + savepoint)
 	b.Queue(sql, args...)
 	b.Queue("RELEASE SAVEPOINT " + savepoint)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()
-	var t *Transaction
+	var out T
 	if err == nil {
-		t, err = scanFolded(br.QueryRow())
+		out, err = read(br)
 	}
 	if err == nil || errors.Is(err, errRefused) {
 		if _, rerr := br.Exec(); rerr != nil {
@@ -276,12 +287,13 @@ func applySavepoint(ctx context.Context, tx pgx.Tx, l leg) (*Transaction, error)
 		err = cerr
 	}
 	if err != nil && !errors.Is(err, errRefused) {
+		var zero T
 		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); rerr != nil {
-			return nil, fmt.Errorf("wallet: roll back savepoint after %v: %w", err, rerr)
+			return zero, fmt.Errorf("wallet: roll back savepoint after %v: %w", err, rerr)
 		}
-		return nil, classify(err)
+		return zero, classify(err)
 	}
-	return t, err
+	return out, err
 }
 
 // errKeyTaken marks a unique violation on the idempotency key: another

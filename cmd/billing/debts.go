@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -43,19 +42,13 @@ func newDebtsListCmd() *cobra.Command {
 }
 
 func printDebts(out io.Writer, ds []wallet.Debt, asJSON bool) error {
-	if asJSON {
-		if ds == nil {
-			ds = []wallet.Debt{}
-		}
-		return json.NewEncoder(out).Encode(ds)
-	}
 	var total int64
 	for _, d := range ds {
-		fmt.Fprintf(out, "player=%d owes %d Mana (since %s)\n", d.PlayerID, d.Mana, d.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
 		total += d.Mana
 	}
-	fmt.Fprintf(out, "%d open debts, %d Mana in total\n", len(ds), total)
-	return nil
+	return printList(out, ds, asJSON, func(d wallet.Debt) string {
+		return fmt.Sprintf("player=%d owes %d Mana (since %s)", d.PlayerID, d.Mana, d.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+	}, fmt.Sprintf("%d open debts, %d Mana in total", len(ds), total))
 }
 
 func newDebtsForgiveCmd() *cobra.Command {
@@ -67,8 +60,9 @@ func newDebtsForgiveCmd() *cobra.Command {
 		Short: "Write a player's whole debt off, once per key",
 		Long: `forgive writes the player's whole open debt off against the bad_debt account:
 the wallet is unchanged, the debt becomes 0, and conversions are allowed again.
-The same --key again prints the first result and moves nothing (replay-safe);
-choose a new key for a new decision. The reason is kept in the ledger.`,
+The key is spent whatever it found (0 Mana when nothing was owed): the same
+--key again prints the first result and moves nothing, even after a new debt
+(replay-safe); choose a new key for a new decision. The reason is kept in the ledger.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reason == "" {
@@ -79,11 +73,8 @@ choose a new key for a new decision. The reason is kept in the ledger.`,
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return json.NewEncoder(cmd.OutOrStdout()).Encode(f)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "player=%d forgiven %d Mana (replayed=%t)\n", f.PlayerID, f.Mana, f.Replayed)
-				return nil
+				return printResult(cmd.OutOrStdout(), asJSON, f,
+					fmt.Sprintf("player=%d forgiven %d Mana (replayed=%t)", f.PlayerID, f.Mana, f.Replayed))
 			})
 		},
 	}

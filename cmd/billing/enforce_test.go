@@ -9,14 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
-	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -28,10 +26,7 @@ func TestEnforceOnce(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, jobs.QueueFunding, enforcer.QueueFunding, "fund_day jobs go to the worker's funding queue")
 	ctx := context.Background()
-	dbURL := testdb.NewURL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	w := wallet.New(pool, wallet.Options{})
 	var marquees []int64
 	for i := range 3 {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -42,16 +44,9 @@ Clean: one summary line on stdout, exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, true)
-			if err != nil {
-				return err
-			}
-			pool, err := openPool(cmd.Context(), cfg.DatabaseURL, 2)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			return verifyLedger(cmd, pool, player, cfg.ServiceDayTZ)
+			return withPool(cmd, func(_ context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
+				return verifyLedger(cmd, pool, player, cfg.ServiceDayTZ)
+			})
 		},
 	}
 	c.Flags().Int64Var(&player, "player", 0, "audit only this player's wallets and transactions")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/procs"
@@ -76,6 +78,36 @@ func runBilling(t *testing.T, env []string, args ...string) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "billing %s:\n%s", strings.Join(args, " "), out)
 	return string(out)
+}
+
+// runBillingExit runs billing expecting it to fail and returns its exit
+// status and output.
+func runBillingExit(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(cmd.Environ(), env...)
+	raw, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "want a failure, got %v:\n%s", err, raw)
+	return exit.ExitCode(), string(raw)
+}
+
+// runBillingFail runs billing expecting it to fail and returns its output.
+func runBillingFail(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	_, out := runBillingExit(t, env, args...)
+	return out
+}
+
+// newDB returns the URL of a fresh migrated database and a pool on it,
+// closed when the test ends.
+func newDB(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	dbURL := testdb.NewURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return dbURL, pool
 }
 
 func freeAddr(t *testing.T) string {

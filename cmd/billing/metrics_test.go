@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
@@ -199,9 +201,13 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, 2.0, m.value("billing_river_jobs_worked_total", lbl("kind", "fulfill_order", "outcome", "cancelled")))
 	require.Equal(t, 2.0, m.value("billing_river_job_duration_seconds_count", lbl("kind", "fulfill_order", "outcome", "cancelled")))
 	require.Equal(t, map[string]float64{
-		lbl("outcome", "fulfilled"):     1,
-		lbl("outcome", "rejected"):      1,
-		lbl("outcome", "unknown_order"): 1,
+		lbl("outcome", "fulfilled"):         1,
+		lbl("outcome", "rejected"):          1,
+		lbl("outcome", "unknown_order"):     1,
+		lbl("outcome", "already_fulfilled"): 0, // exported at zero from the start
+		lbl("outcome", "already_rejected"):  0,
+		lbl("outcome", "unapplied"):         0,
+		lbl("outcome", "error"):             0,
 	}, m.family("billing_fulfilments_total"))
 
 	// The idempotency cache and the API.
@@ -333,4 +339,45 @@ func requireNoPublicMetrics(t *testing.T, base string) {
 	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 	require.Contains(t, string(body), `"code":"not_found"`)
 	require.NotContains(t, string(body), "billing_")
+}
+
+// TestAlertCountersExportedAtZero: every counter series an "any
+// occurrence" alert watches exists before its first increment, so
+// increase() sees that increment (a series born at 1 has no earlier
+// sample to compare with).
+func TestAlertCountersExportedAtZero(t *testing.T) {
+	t.Parallel()
+	families, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	m := metricSet{}
+	m.add(familiesByName(families))
+	want := []struct{ name, labels string }{
+		{"billing_debts_opened_total", ""},
+		{"billing_fulfilments_total", lbl("outcome", "rejected")},
+		{"billing_fulfilments_total", lbl("outcome", "unknown_order")},
+		{"billing_river_jobs_worked_total", lbl("kind", "fulfill_order", "outcome", "cancelled")},
+		{"billing_reversals_total", lbl("outcome", "refused")},
+		{"billing_reconcile_runs_total", lbl("provider", "paddle", "outcome", "error")},
+		{"billing_fundings_total", lbl("outcome", "funded")},
+	}
+	for _, p := range fulfillment.Providers() {
+		want = append(want, struct{ name, labels string }{"billing_unapplied_payments_total", lbl("provider", p)})
+		for _, k := range []string{fulfillment.ReversalRefund, fulfillment.ReversalDispute} {
+			want = append(want, struct{ name, labels string }{"billing_clawbacks_total", lbl("kind", k, "provider", p)})
+		}
+		if p != fulfillment.ProviderCreem {
+			want = append(want, struct{ name, labels string }{"billing_reconcile_recovered_total", lbl("provider", p)})
+		}
+	}
+	for _, w := range want {
+		require.True(t, m.has(w.name, w.labels), "%s{%s} is exported before its first increment", w.name, w.labels)
+	}
+}
+
+func familiesByName(fs []*dto.MetricFamily) map[string]*dto.MetricFamily {
+	out := make(map[string]*dto.MetricFamily, len(fs))
+	for _, f := range fs {
+		out[f.GetName()] = f
+	}
+	return out
 }

@@ -3,28 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"strconv"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
-
-// runBillingFail runs billing expecting exit status 1 and returns its output.
-func runBillingFail(t *testing.T, env []string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(cmd.Environ(), env...)
-	raw, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "want a failure, got %v:\n%s", err, raw)
-	return string(raw)
-}
 
 // The operator's money commands: debts list and forgive, wallet adjust,
 // payments list, each with --json and replay-safe keys; ledger verify
@@ -32,10 +17,7 @@ func runBillingFail(t *testing.T, env []string, args ...string) string {
 func TestMoneyCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testdb.NewURL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 	var player int64
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('d') RETURNING id`).Scan(&player))
@@ -56,6 +38,12 @@ func TestMoneyCommands(t *testing.T) {
 	require.Contains(t, runBillingFail(t, env, "wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "-41",
 		"--reason", "too much", "--key", "ops-2"), "insufficient balance")
 
+	// A forgiveness while nothing is owed spends its key on "0 forgiven".
+	var f wallet.Forgiveness
+	early := []string{"debts", "forgive", "--player", p, "--key", "fg-0", "--reason", "nothing yet", "--json"}
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, early...)), &f))
+	require.Equal(t, wallet.Forgiveness{PlayerID: player}, f)
+
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	_, err = wallet.New(pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: 100, Key: "cb", Reference: "t"})
@@ -67,8 +55,11 @@ func TestMoneyCommands(t *testing.T) {
 	require.Len(t, debts, 1)
 	require.Equal(t, wallet.Debt{PlayerID: player, Mana: 60, UpdatedAt: debts[0].UpdatedAt}, debts[0])
 	require.Contains(t, runBilling(t, env, "ledger", "verify"), "ledger clean")
+	// Replayed after the debt opened, that key forgives nothing.
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, early...)), &f))
+	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, f)
+	require.Contains(t, runBilling(t, env, "debts", "list"), "1 open debts, 60 Mana in total")
 
-	var f wallet.Forgiveness
 	forgive := []string{"debts", "forgive", "--player", p, "--key", "fg-1", "--reason", "support", "--json"}
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, forgive...)), &f))
 	require.Equal(t, wallet.Forgiveness{PlayerID: player, Mana: 60}, f)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -51,51 +50,17 @@ refunded; refunded is an unapplied payment refunded through the provider's API.`
 }
 
 func printPayments(out io.Writer, ps []fulfillment.Payment, asJSON bool) error {
-	if asJSON {
-		if ps == nil {
-			ps = []fulfillment.Payment{}
-		}
-		return json.NewEncoder(out).Encode(ps)
-	}
-	for _, p := range ps {
-		fmt.Fprintf(out, "%s %s order=%d player=%d %d %s minted=%d clawed_back=%d %s", p.Provider, p.PaymentID, p.OrderID,
-			p.PlayerID, p.Amount, p.Currency, p.ManaMinted, p.ClawedBackMana, p.Status)
-		if p.RefundID != "" {
-			fmt.Fprintf(out, " refund=%s", p.RefundID)
-		}
-		if p.Reason != "" {
-			fmt.Fprintf(out, " reason=%q", p.Reason)
-		}
-		fmt.Fprintln(out)
-	}
-	fmt.Fprintf(out, "%d payments\n", len(ps))
-	return nil
+	return printList(out, ps, asJSON, paymentLine, fmt.Sprintf("%d payments", len(ps)))
 }
 
-// withPool loads the configuration, opens a small pool and runs f.
-func withPool(cmd *cobra.Command, f func(context.Context, *pgxpool.Pool, *config.Config) error) error {
-	cfg, err := loadConfig(cmd, true)
-	if err != nil {
-		return err
+func paymentLine(p fulfillment.Payment) string {
+	s := fmt.Sprintf("%s %s order=%d player=%d %d %s minted=%d clawed_back=%d %s", p.Provider, p.PaymentID, p.OrderID,
+		p.PlayerID, p.Amount, p.Currency, p.ManaMinted, p.ClawedBackMana, p.Status)
+	if p.RefundID != "" {
+		s += " refund=" + p.RefundID
 	}
-	pool, err := openPool(cmd.Context(), cfg.DatabaseURL, 2)
-	if err != nil {
-		return err
+	if p.Reason != "" {
+		s += fmt.Sprintf(" reason=%q", p.Reason)
 	}
-	defer pool.Close()
-	return f(cmd.Context(), pool, cfg)
-}
-
-// auditPayments checks invariants 7-9 (payments mint once, clawbacks never
-// exceed what a payment minted, debts equal the receivable account),
-// printing each violation, and returns how many it found.
-func auditPayments(ctx context.Context, pool *pgxpool.Pool, out io.Writer) (int, error) {
-	vs, err := fulfillment.AuditPayments(ctx, pool)
-	if err != nil {
-		return 0, err
-	}
-	for _, v := range vs {
-		fmt.Fprintln(out, v.String())
-	}
-	return len(vs), nil
+	return s
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/players"
 )
 
@@ -25,23 +28,16 @@ func newPlayersCreateCmd() *cobra.Command {
 		Short: `Create a player and print {"player_id":..,"api_key":..} (the key is shown once; only its hash is stored)`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, true)
-			if err != nil {
-				return err
-			}
-			pool, err := openPool(cmd.Context(), cfg.DatabaseURL, 2)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			p, key, err := players.Create(cmd.Context(), pool, name)
-			if err != nil {
-				return err
-			}
-			return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
-				PlayerID string `json:"player_id"`
-				APIKey   string `json:"api_key"`
-			}{strconv.FormatInt(p.ID, 10), key})
+			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
+				p, key, err := players.Create(ctx, pool, name)
+				if err != nil {
+					return err
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
+					PlayerID string `json:"player_id"`
+					APIKey   string `json:"api_key"`
+				}{strconv.FormatInt(p.ID, 10), key})
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the player's name (required)")

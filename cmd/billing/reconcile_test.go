@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
@@ -16,7 +15,6 @@ import (
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/reconcile"
-	"github.com/fibe-dev/billing/internal/testdb"
 )
 
 // TestReconcileCommand runs `billing reconcile` against a provider fake
@@ -26,10 +24,7 @@ import (
 func TestReconcileCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testdb.NewURL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	fake := providerfake.Start()
 	defer fake.Close()
 	p, _, err := players.Create(ctx, pool, "buyer")

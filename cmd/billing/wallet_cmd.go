@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,15 +45,11 @@ transaction's reference in the ledger. A Mana credit settles an open debt first.
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
-						*wallet.Transaction
-						Replayed bool `json:"replayed"`
-					}{t, t.Replayed})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "transaction %d: player=%d %+d %s, balance %d (replayed=%t)\n",
-					t.ID, t.PlayerID, t.Amount, t.Currency, t.BalanceAfter, t.Replayed)
-				return nil
+				return printResult(cmd.OutOrStdout(), asJSON, struct {
+					*wallet.Transaction
+					Replayed bool `json:"replayed"`
+				}{t, t.Replayed}, fmt.Sprintf("transaction %d: player=%d %+d %s, balance %d (replayed=%t)",
+					t.ID, t.PlayerID, t.Amount, t.Currency, t.BalanceAfter, t.Replayed))
 			})
 		},
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
 
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
@@ -65,6 +66,19 @@ var (
 		Help: "Reconciliation runs by provider and outcome (ok, error).",
 	}, []string{"provider", "outcome"})
 )
+
+// init exports zeros for every provider that can be reconciled (Creem has
+// no event listing), so increase() sees the first lost webhook.
+func init() {
+	for _, p := range fulfillment.Providers() {
+		if p == fulfillment.ProviderCreem {
+			continue
+		}
+		recoveredTotal.WithLabelValues(p)
+		runsTotal.WithLabelValues(p, "ok")
+		runsTotal.WithLabelValues(p, "error")
+	}
+}
 
 // Options configure a Reconciler.
 type Options struct {

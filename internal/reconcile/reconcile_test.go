@@ -20,6 +20,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
@@ -70,22 +71,7 @@ func newEnv(t *testing.T) *env {
 
 func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	t.Helper()
-	workers := river.NewWorkers()
-	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:        map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
-		Workers:       workers,
-		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
-		Logger: discard, TestOnly: true,
-	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
-	return client
+	return fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{})
 }
 
 // paid creates an order and makes the provider list its completed payment

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/fibe-dev/billing/config"
+)
+
+// withPool loads the configuration, opens a small pool and runs f: the
+// plumbing of every short operator command.
+func withPool(cmd *cobra.Command, f func(context.Context, *pgxpool.Pool, *config.Config) error) error {
+	cfg, err := loadConfig(cmd, true)
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(cmd.Context(), cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return f(cmd.Context(), pool, cfg)
+}
+
+// printResult writes v as one JSON object with --json, else the line text.
+func printResult(out io.Writer, asJSON bool, v any, text string) error {
+	if asJSON {
+		return json.NewEncoder(out).Encode(v)
+	}
+	_, err := fmt.Fprintln(out, text)
+	return err
+}
+
+// printList writes items as a JSON array (never null) with --json, else one
+// line each (line) and then the summary.
+func printList[T any](out io.Writer, items []T, asJSON bool, line func(T) string, summary string) error {
+	if asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return json.NewEncoder(out).Encode(items)
+	}
+	for _, it := range items {
+		fmt.Fprintln(out, line(it))
+	}
+	_, err := fmt.Fprintln(out, summary)
+	return err
+}
