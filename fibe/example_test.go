@@ -94,6 +94,44 @@ func ExampleAPIError() {
 	// Output: fund Marquee 13 first
 }
 
+// Start a purchase: the order comes back pending with the provider's hosted
+// checkout, where the customer pays. Fulfilment follows the provider's
+// webhook; poll the order (or your own records) for it.
+func ExampleCheckoutsService_Create() {
+	srv := startFakeAPI()
+	defer srv.Close()
+	client := fibe.NewClient(srv.URL, "bk_your_api_key")
+
+	order, err := client.Checkouts.Create(context.Background(), fibe.CheckoutParams{SKU: "mana_1000", Provider: "stripe"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("order", order.ID, order.Status, order.Amount, order.Currency)
+	fmt.Println("send the customer to", order.CheckoutURL)
+	// Output:
+	// order 9 pending 999 usd
+	// send the customer to https://checkout.stripe.com/c/pay/cs_test_9
+}
+
+// Read what went back on an order: a refund or a dispute after payment
+// moves its status and says how much was refunded (in the currency's minor
+// units) and how much Mana was taken back for it.
+func ExampleOrdersService_Get() {
+	srv := startFakeAPI()
+	defer srv.Close()
+	client := fibe.NewClient(srv.URL, "bk_your_api_key")
+
+	order, err := client.Orders.Get(context.Background(), "9")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if order.Status == fibe.OrderPartiallyRefunded || order.Status == fibe.OrderRefunded {
+		fmt.Printf("refunded %d of %d %s, %d of %d Mana clawed back\n",
+			order.RefundedAmount, order.Amount, order.Currency, order.ClawedBackMana, order.Mana)
+	}
+	// Output: refunded 333 of 999 usd, 334 of 1000 Mana clawed back
+}
+
 // startFakeAPI serves just enough of the API for the examples, including the
 // replay of a repeated Idempotency-Key.
 func startFakeAPI() *httptest.Server {
@@ -131,6 +169,14 @@ func startFakeAPI() *httptest.Server {
 			reply(w, http.StatusAccepted, `{"request_id":"2","playground_id":"7"}`)
 		case r.URL.Path == "/v1/requests/2":
 			reply(w, http.StatusOK, `{"id":"2","status":"succeeded","result":{"playground_id":"7"}}`)
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/checkouts":
+			reply(w, http.StatusCreated, `{"id":"9","sku":"mana_1000","provider":"stripe","amount":999,"currency":"usd",`+
+				`"mana":1000,"status":"pending","created_at":"2026-01-02T03:04:05Z","refunded_amount":0,"clawed_back_mana":0,`+
+				`"checkout_url":"https://checkout.stripe.com/c/pay/cs_test_9"}`)
+		case r.URL.Path == "/v1/orders/9":
+			reply(w, http.StatusOK, `{"id":"9","sku":"mana_1000","provider":"stripe","amount":999,"currency":"usd",`+
+				`"mana":1000,"status":"partially_refunded","created_at":"2026-01-02T03:04:05Z",`+
+				`"fulfilled_at":"2026-01-02T03:05:00Z","refunded_amount":333,"clawed_back_mana":334}`)
 		case r.URL.Path == "/v1/conversions" && strings.Contains(string(body), `"mana":100}`):
 			reply(w, http.StatusCreated, `{"mana_debit":{"id":"1","amount":-100,"balance_after":0},"sparks_credit":{"id":"2","amount":100,"balance_after":100}}`)
 		case r.URL.Path == "/v1/conversions":

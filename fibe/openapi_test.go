@@ -3,10 +3,12 @@ package fibe_test
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/api"
@@ -85,4 +87,29 @@ func jsonFields(t reflect.Type) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// TestExampleOrdersMatchOpenAPI: the orders the examples' fake server
+// answers are valid Orders of the document, so the examples show what the
+// real API sends (refunded_amount, clawed_back_mana, checkout_url).
+func TestExampleOrdersMatchOpenAPI(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromData(api.YAML)
+	require.NoError(t, err)
+	order := doc.Components.Schemas["Order"].Value
+	srv := startFakeAPI()
+	defer srv.Close()
+	for _, req := range []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/checkouts", `{"sku":"mana_1000","provider":"stripe"}`},
+		{http.MethodGet, "/v1/orders/9", ""},
+	} {
+		r, err := http.NewRequest(req.method, srv.URL+req.path, strings.NewReader(req.body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(r)
+		require.NoError(t, err)
+		var body any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		require.NoError(t, resp.Body.Close())
+		require.NoError(t, order.VisitJSON(body), "%s %s answers an order the document refuses", req.method, req.path)
+	}
 }
