@@ -133,6 +133,11 @@ func Audit(ctx context.Context, pool *pgxpool.Pool, opts AuditOptions) (*AuditRe
 		return nil, fmt.Errorf("wallet: audit: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// Every check runs a few statements many times with different ranges:
+	// plan each execution for its own range, not once generically.
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+		return nil, fmt.Errorf("wallet: audit: %w", err)
+	}
 	a := &auditor{tx: tx, opts: opts, report: &AuditReport{ByCheck: map[string]int64{}}}
 	if opts.PlayerID != 0 {
 		a.player = &opts.PlayerID
@@ -155,14 +160,15 @@ func (a *auditor) counts(ctx context.Context) error {
 		Scan(&a.report.Wallets, &a.report.Transactions, &a.report.Entries)
 }
 
-// chunks calls fn for consecutive id ranges (lo, hi] up to max(id) of table.
-func (a *auditor) chunks(ctx context.Context, stage, table string, fn func(lo, hi int64) error) error {
+// chunks calls fn for consecutive id ranges (lo, hi] of size ids up to
+// max(id) of table.
+func (a *auditor) chunks(ctx context.Context, stage, table string, size int64, fn func(lo, hi int64) error) error {
 	var maxID int64
 	if err := a.tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+table).Scan(&maxID); err != nil {
 		return err
 	}
-	for lo := int64(0); lo < maxID; lo += a.opts.ChunkSize {
-		hi := min(lo+a.opts.ChunkSize, maxID)
+	for lo := int64(0); lo < maxID; lo += size {
+		hi := min(lo+size, maxID)
 		if err := fn(lo, hi); err != nil {
 			return fmt.Errorf("%s %d..%d: %w", stage, lo+1, hi, err)
 		}

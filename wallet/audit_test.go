@@ -152,3 +152,44 @@ func TestAuditOfOnePlayer(t *testing.T) {
 	require.Equal(t, int64(1), report.Transactions)
 	require.Equal(t, int64(2), report.Entries)
 }
+
+// TestAuditFindsBrokenTransaction corrupts one transaction in each way the
+// transactions check's cheap first pass must let through to the exact one:
+// each kind must be reported, on that transaction, and nothing else of
+// invariant 2 but what the corruption also breaks.
+func TestAuditFindsBrokenTransaction(t *testing.T) {
+	t.Parallel()
+	// The Sparks wallet's latest transaction: the last funding debit (key f2).
+	const latest = `(SELECT max(id) FROM wallet_transactions WHERE wallet_id = $1)`
+	for _, c := range []struct {
+		name, sql string
+		want      map[string]bool
+	}{
+		{"balance_after", `UPDATE wallet_transactions SET balance_after = balance_after + 1 WHERE id = ` + latest,
+			map[string]bool{"wallet_entry": true}},
+		{"amount", `UPDATE wallet_transactions SET amount = amount - 1 WHERE id = ` + latest,
+			map[string]bool{"wallet_entry": true}},
+		{"two_wallet_entries", `UPDATE ledger_entries SET account = 'wallet', wallet_id = $1, balance_after = 0, seq = 1000
+WHERE account <> 'wallet' AND transaction_id = ` + latest,
+			map[string]bool{"wallet_entry": true, "balance_vs_entries": true, "seq": true, "balance_vs_latest_entry": true, "entry_history": true}},
+		{"entry_currency", `UPDATE ledger_entries SET currency = 'mana' WHERE account <> 'wallet' AND transaction_id = ` + latest,
+			map[string]bool{"entry_currency": true, "currency_total": true}},
+		{"wallet_owner", `UPDATE wallet_transactions SET player_id = player_id + 1000000 WHERE id = ` + latest,
+			map[string]bool{"wallet_owner": true}},
+		{"third_entry", `INSERT INTO ledger_entries (transaction_id, account, currency, amount)
+SELECT id, 'revenue', 'sparks', 0 FROM wallet_transactions WHERE id = ` + latest,
+			map[string]bool{"unbalanced_transaction": true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			report, walletID := corrupt(t, c.sql)
+			require.Equal(t, c.want, checks(report), report.String())
+			for _, v := range report.Violations {
+				if v.Invariant == 2 && v.Check != "currency_total" {
+					require.Equal(t, walletID, v.WalletID, v.String())
+					require.NotZero(t, v.TransactionID, v.String())
+				}
+			}
+		})
+	}
+}
