@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -191,5 +192,43 @@ SELECT id, 'revenue', 'sparks', 0 FROM wallet_transactions WHERE id = ` + latest
 				}
 			}
 		})
+	}
+}
+
+// TestAuditParallelFindsTheSame breaks the ledger in several ways at once and
+// audits it on one connection and on several sharing a snapshot: the checks
+// running at once must find exactly what they find one after another.
+func TestAuditParallelFindsTheSame(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdbPool(t)
+	walletID := seedLedger(t, pool)
+	_, err := pool.Exec(ctx, strings.ReplaceAll(`
+UPDATE wallets SET balance = balance + 5 WHERE id = $1;
+UPDATE ledger_entries SET currency = 'mana' WHERE account <> 'wallet'
+  AND transaction_id = (SELECT max(id) FROM wallet_transactions WHERE wallet_id = $1);
+UPDATE wallet_transactions SET balance_after = balance_after + 1
+  WHERE id = (SELECT min(id) FROM wallet_transactions WHERE wallet_id = $1)`, "$1", strconv.FormatInt(walletID, 10)))
+	require.NoError(t, err)
+	var reports []*wallet.AuditReport
+	for _, parallel := range []int{1, 2, 3} {
+		var stages sync.Map
+		report, err := wallet.Audit(ctx, pool, wallet.AuditOptions{ChunkSize: 1, Parallel: parallel,
+			Progress: func(p wallet.AuditProgress) { stages.Store(p.Stage, true) }})
+		require.NoError(t, err)
+		for _, s := range []string{"wallets", "entries", "transactions"} {
+			_, ok := stages.Load(s)
+			require.True(t, ok, "no progress for %s", s)
+		}
+		reports = append(reports, report)
+	}
+	want := reports[0]
+	require.Equal(t, map[string]bool{"balance_vs_entries": true, "balance_vs_latest_entry": true, "entry_currency": true,
+		"currency_total": true, "wallet_entry": true}, checks(want), want.String())
+	for _, r := range reports[1:] {
+		require.Equal(t, want.ByCheck, r.ByCheck)
+		require.Equal(t, want.Total, r.Total)
+		require.ElementsMatch(t, want.Violations, r.Violations)
+		require.Equal(t, [3]int64{want.Wallets, want.Transactions, want.Entries}, [3]int64{r.Wallets, r.Transactions, r.Entries})
 	}
 }
