@@ -220,6 +220,11 @@ func snapshotTxs(ctx context.Context, pool *pgxpool.Pool, n int) ([]pgx.Tx, erro
 		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
 			return txs, err
 		}
+		// The entry history sorts a chunk's entries by wallet and seq: at
+		// the default 4MB it spills to disk and takes 1.8x as long.
+		if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '64MB'`); err != nil {
+			return txs, err
+		}
 	}
 	return txs, nil
 }
