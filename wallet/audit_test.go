@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -151,4 +152,83 @@ func TestAuditOfOnePlayer(t *testing.T) {
 	require.Equal(t, int64(1), report.Wallets)
 	require.Equal(t, int64(1), report.Transactions)
 	require.Equal(t, int64(2), report.Entries)
+}
+
+// TestAuditFindsBrokenTransaction corrupts one transaction in each way the
+// transactions check's cheap first pass must let through to the exact one:
+// each kind must be reported, on that transaction, and nothing else of
+// invariant 2 but what the corruption also breaks.
+func TestAuditFindsBrokenTransaction(t *testing.T) {
+	t.Parallel()
+	// The Sparks wallet's latest transaction: the last funding debit (key f2).
+	const latest = `(SELECT max(id) FROM wallet_transactions WHERE wallet_id = $1)`
+	for _, c := range []struct {
+		name, sql string
+		want      map[string]bool
+	}{
+		{"balance_after", `UPDATE wallet_transactions SET balance_after = balance_after + 1 WHERE id = ` + latest,
+			map[string]bool{"wallet_entry": true}},
+		{"amount", `UPDATE wallet_transactions SET amount = amount - 1 WHERE id = ` + latest,
+			map[string]bool{"wallet_entry": true}},
+		{"two_wallet_entries", `UPDATE ledger_entries SET account = 'wallet', wallet_id = $1, balance_after = 0, seq = 1000
+WHERE account <> 'wallet' AND transaction_id = ` + latest,
+			map[string]bool{"wallet_entry": true, "balance_vs_entries": true, "seq": true, "balance_vs_latest_entry": true, "entry_history": true}},
+		{"entry_currency", `UPDATE ledger_entries SET currency = 'mana' WHERE account <> 'wallet' AND transaction_id = ` + latest,
+			map[string]bool{"entry_currency": true, "currency_total": true}},
+		{"wallet_owner", `UPDATE wallet_transactions SET player_id = player_id + 1000000 WHERE id = ` + latest,
+			map[string]bool{"wallet_owner": true}},
+		{"third_entry", `INSERT INTO ledger_entries (transaction_id, account, currency, amount)
+SELECT id, 'revenue', 'sparks', 0 FROM wallet_transactions WHERE id = ` + latest,
+			map[string]bool{"unbalanced_transaction": true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			report, walletID := corrupt(t, c.sql)
+			require.Equal(t, c.want, checks(report), report.String())
+			for _, v := range report.Violations {
+				if v.Invariant == 2 && v.Check != "currency_total" {
+					require.Equal(t, walletID, v.WalletID, v.String())
+					require.NotZero(t, v.TransactionID, v.String())
+				}
+			}
+		})
+	}
+}
+
+// TestAuditParallelFindsTheSame breaks the ledger in several ways at once and
+// audits it on one connection and on several sharing a snapshot: the checks
+// running at once must find exactly what they find one after another.
+func TestAuditParallelFindsTheSame(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdbPool(t)
+	walletID := seedLedger(t, pool)
+	_, err := pool.Exec(ctx, strings.ReplaceAll(`
+UPDATE wallets SET balance = balance + 5 WHERE id = $1;
+UPDATE ledger_entries SET currency = 'mana' WHERE account <> 'wallet'
+  AND transaction_id = (SELECT max(id) FROM wallet_transactions WHERE wallet_id = $1);
+UPDATE wallet_transactions SET balance_after = balance_after + 1
+  WHERE id = (SELECT min(id) FROM wallet_transactions WHERE wallet_id = $1)`, "$1", strconv.FormatInt(walletID, 10)))
+	require.NoError(t, err)
+	var reports []*wallet.AuditReport
+	for _, parallel := range []int{1, 2, 3} {
+		var stages sync.Map
+		report, err := wallet.Audit(ctx, pool, wallet.AuditOptions{ChunkSize: 1, Parallel: parallel,
+			Progress: func(p wallet.AuditProgress) { stages.Store(p.Stage, true) }})
+		require.NoError(t, err)
+		for _, s := range []string{"wallets", "entries", "transactions"} {
+			_, ok := stages.Load(s)
+			require.True(t, ok, "no progress for %s", s)
+		}
+		reports = append(reports, report)
+	}
+	want := reports[0]
+	require.Equal(t, map[string]bool{"balance_vs_entries": true, "balance_vs_latest_entry": true, "entry_currency": true,
+		"currency_total": true, "wallet_entry": true}, checks(want), want.String())
+	for _, r := range reports[1:] {
+		require.Equal(t, want.ByCheck, r.ByCheck)
+		require.Equal(t, want.Total, r.Total)
+		require.ElementsMatch(t, want.Violations, r.Violations)
+		require.Equal(t, [3]int64{want.Wallets, want.Transactions, want.Entries}, [3]int64{r.Wallets, r.Transactions, r.Entries})
+	}
 }
