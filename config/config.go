@@ -68,14 +68,6 @@ const (
 	defaultReconcileSpec = "@hourly"
 )
 
-// SKU and Plan are the catalogue entries of billing.yaml: the types of the
-// domains that use them (fulfillment sells SKUs, enforcer prices Marquees
-// by plan), named here so that configuration code can say config.SKU.
-type (
-	SKU  = fulfillment.SKU
-	Plan = enforcer.Plan
-)
-
 // Config is the validated configuration of every billing command.
 type Config struct {
 	DatabaseURL      string
@@ -108,8 +100,8 @@ type Config struct {
 	// default) or per_job (river.JobCompleteTx per job, the fallback if a
 	// River upgrade breaks the pilot's contract test).
 	BatchComplete rivercomplete.Mode
-	SKUs          map[string]SKU
-	Plans         map[string]Plan
+	SKUs          map[string]fulfillment.SKU
+	Plans         map[string]enforcer.Plan
 	// Provider API credentials and endpoints. A provider without a key
 	// cannot be chosen for a checkout, nor reconciled.
 	StripeSecretKey string
@@ -147,12 +139,6 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrMissing is wrapped by an *Error for a required key that has no value.
 var ErrMissing = errors.New("is required")
-
-// DefaultSKUs is fulfillment's built-in catalogue.
-func DefaultSKUs() map[string]SKU { return fulfillment.DefaultSKUs() }
-
-// DefaultPlans is enforcer's built-in plan catalogue.
-func DefaultPlans() map[string]Plan { return enforcer.DefaultPlans() }
 
 // Default is the configuration of the built-in defaults alone (no file, no
 // environment, no database URL): what a caller given no configuration
@@ -402,9 +388,9 @@ func (c *Config) validateDatabase(required bool) error {
 }
 
 func (c *Config) decodeCatalogue(v *viper.Viper) error {
-	c.SKUs = DefaultSKUs()
+	c.SKUs = fulfillment.DefaultSKUs()
 	if v.IsSet(KeySKUs) {
-		c.SKUs = map[string]SKU{}
+		c.SKUs = map[string]fulfillment.SKU{}
 		if err := v.UnmarshalKey(KeySKUs, &c.SKUs); err != nil {
 			return &Error{Key: KeySKUs, Err: err}
 		}
@@ -417,9 +403,9 @@ func (c *Config) decodeCatalogue(v *viper.Viper) error {
 		}
 		c.SKUs[name] = s
 	}
-	c.Plans = DefaultPlans()
+	c.Plans = enforcer.DefaultPlans()
 	if v.IsSet(KeyPlans) {
-		c.Plans = map[string]Plan{}
+		c.Plans = map[string]enforcer.Plan{}
 		if err := v.UnmarshalKey(KeyPlans, &c.Plans); err != nil {
 			return &Error{Key: KeyPlans, Err: err}
 		}

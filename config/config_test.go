@@ -78,8 +78,8 @@ func TestDefaults(t *testing.T) {
 	require.EqualValues(t, 1, c.SparksPerMana)
 	require.Zero(t, c.FundAhead, "funding ahead is opt-in")
 	require.Equal(t, []string{"whsec_old", "whsec_new"}, c.StripeSecrets)
-	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
-	require.Equal(t, config.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])
+	require.Equal(t, fulfillment.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
+	require.Equal(t, fulfillment.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])
 	require.EqualValues(t, 100, c.Plans["standard"].DailySparks)
 	require.Empty(t, c.StripeSecretKey, "no Stripe API calls without a key")
 	require.Equal(t, "https://api.stripe.com", c.StripeAPIURL)
@@ -131,7 +131,7 @@ plans:
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9100", c.HTTPAddr, "env beats file")
 	require.Equal(t, "Europe/Berlin", c.ServiceDayTZ.String())
-	require.Equal(t, config.SKU{Amount: 500, Currency: "eur", Mana: 700}, c.SKUs["gold"])
+	require.Equal(t, fulfillment.SKU{Amount: 500, Currency: "eur", Mana: 700}, c.SKUs["gold"])
 	require.NotContains(t, c.SKUs, "mana_1000", "a file catalogue replaces the defaults")
 	require.EqualValues(t, 250, c.Plans["big"].DailySparks)
 
@@ -188,6 +188,6 @@ func TestSKUProviderIDs(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("skus:\n  mana_1000: {amount: 999, currency: USD, mana: 1000, name: Starter, creem_product_id: prod_1, paddle_price_id: pri_1}\n"), 0o644))
 	c, err := config.LoadFile(path, config.Options{Env: map[string]string{}})
 	require.NoError(t, err)
-	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
+	require.Equal(t, fulfillment.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
 		PaddlePriceID: "pri_1"}, c.SKUs["mana_1000"])
 }

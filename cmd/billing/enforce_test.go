@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
@@ -35,7 +34,7 @@ func TestEnforceOnce(t *testing.T) {
 		_, err := w.Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Sparks, Amount: 1000,
 			Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("seed:%d", i)})
 		require.NoError(t, err)
-		m, err := enforcer.CreateMarquee(ctx, pool, config.DefaultPlans(), enforcer.CreateParams{PlayerID: player, Name: "m", Plan: "standard"})
+		m, err := enforcer.CreateMarquee(ctx, pool, enforcer.DefaultPlans(), enforcer.CreateParams{PlayerID: player, Name: "m", Plan: "standard"})
 		require.NoError(t, err)
 		marquees = append(marquees, m.ID)
 	}

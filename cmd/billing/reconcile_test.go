@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
@@ -29,7 +28,7 @@ func TestReconcileCommand(t *testing.T) {
 	defer fake.Close()
 	p, _, err := players.Create(ctx, pool, "buyer")
 	require.NoError(t, err)
-	o, err := fulfillment.CreateCheckout(ctx, pool, config.DefaultSKUs(),
+	o, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(),
 		fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "stripe"})
 	require.NoError(t, err)
 	fake.AddEvent("stripe", devwebhook.CompletedEvent("stripe", "evt_lost_1", o.ID, o.Amount, o.Currency))

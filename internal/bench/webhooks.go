@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
@@ -155,7 +154,7 @@ func benchOrders(ctx context.Context, env Env, n int) ([]*fulfillment.Order, err
 	}
 	skus := env.Config.SKUs
 	if len(skus) == 0 {
-		skus = config.DefaultSKUs()
+		skus = fulfillment.DefaultSKUs()
 	}
 	var name string
 	for k := range skus {

@@ -29,7 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
 )
 
 // Errors. Compare with errors.Is; *DownError and *RejectedError carry details.
@@ -51,9 +51,9 @@ var (
 type Request struct {
 	OrderID    int64
 	SKU        string
-	Catalogue  config.SKU // the SKU's provider ids and product name
-	Amount     int64      // minor units, the order's snapshot
-	Currency   string     // lower case ISO 4217
+	Catalogue  fulfillment.SKU // the SKU's provider ids and product name
+	Amount     int64           // minor units, the order's snapshot
+	Currency   string          // lower case ISO 4217
 	SuccessURL string
 	CancelURL  string
 }

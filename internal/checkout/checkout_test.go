@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/stripemock"
@@ -32,7 +32,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func request(order int64) checkout.Request {
 	return checkout.Request{OrderID: order, SKU: "mana_1000", Amount: 999, Currency: "usd",
-		Catalogue:  config.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "1000 Mana", CreemProductID: "prod_1"},
+		Catalogue:  fulfillment.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "1000 Mana", CreemProductID: "prod_1"},
 		SuccessURL: "https://example.test/ok", CancelURL: "https://example.test/cancel"}
 }
 

@@ -14,7 +14,7 @@ import (
 type Options struct {
 	// Openers by provider; a provider missing here is unavailable.
 	Openers    map[string]Opener
-	SKUs       map[string]config.SKU
+	SKUs       map[string]fulfillment.SKU
 	SuccessURL string
 	CancelURL  string
 	Retry      Retry

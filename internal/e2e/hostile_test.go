@@ -24,6 +24,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
@@ -109,8 +110,8 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(),
-		Plans: config.DefaultPlans(), StripeSecrets: []string{hostileSecret},
+	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(),
+		Plans: enforcer.DefaultPlans(), StripeSecrets: []string{hostileSecret},
 		PaddleSecrets: []string{hostileSecret}, CreemSecrets: []string{hostileSecret}}
 	fakeProviders(t, cfg)
 	// Noon of today's service day, fixed: the Marquees stay funded for the

@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/pglocal"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/procs"
@@ -228,7 +228,7 @@ func (r *Run) startProviders() error {
 	r.providers = providerfake.Start()
 	var yaml strings.Builder
 	yaml.WriteString("skus:\n")
-	for name, sku := range config.DefaultSKUs() {
+	for name, sku := range fulfillment.DefaultSKUs() {
 		fmt.Fprintf(&yaml, "  %s: {amount: %d, currency: %s, mana: %d, creem_product_id: prod_%s}\n",
 			name, sku.Amount, sku.Currency, sku.Mana, name)
 		r.providers.SetProduct("prod_"+name, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})

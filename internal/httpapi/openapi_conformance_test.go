@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/providerfake"
@@ -34,7 +35,7 @@ func TestOpenAPIConformanceProviderAndDebtAnswers(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, func(cfg *config.Config) {
 		cfg.StripeSecrets = []string{conformanceStripeSecret}
-		cfg.Plans["daily600"] = config.Plan{DailySparks: 600} // spends every Spark of the refund story
+		cfg.Plans["daily600"] = enforcer.Plan{DailySparks: 600} // spends every Spark of the refund story
 	})
 	e.startWorker()
 	c := newConformance(t, e)

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -33,7 +35,7 @@ func newUIEnv(t *testing.T) *uiEnv {
 	pool := testdb.New(t)
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(), Plans: config.DefaultPlans(),
+	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(), Plans: enforcer.DefaultPlans(),
 		RiverUIUser: "ops", RiverUIPassword: "s3cret"}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "billing_test_volume_total", Help: "test"}))

@@ -14,7 +14,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/playground"
@@ -41,7 +40,7 @@ func newFixture(t *testing.T, funded bool) *fixture {
 	require.NoError(t, err)
 	p, _, err := players.Create(ctx, pool, "p")
 	require.NoError(t, err)
-	m, err := enforcer.CreateMarquee(ctx, pool, config.DefaultPlans(), enforcer.CreateParams{PlayerID: p.ID, Name: "m", Plan: "standard"})
+	m, err := enforcer.CreateMarquee(ctx, pool, enforcer.DefaultPlans(), enforcer.CreateParams{PlayerID: p.ID, Name: "m", Plan: "standard"})
 	require.NoError(t, err)
 	f := &fixture{pool: pool, client: client, now: time.Now().UTC(), player: p.ID, marquee: m.ID}
 	if funded {

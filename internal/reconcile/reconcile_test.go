@@ -36,7 +36,7 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 
 var (
 	discard   = slog.New(slog.DiscardHandler)
-	catalogue = map[string]config.SKU{"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000}}
+	catalogue = map[string]fulfillment.SKU{"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000}}
 	secrets   = map[string][]string{"stripe": {"whsec_rec"}, "paddle": {"pdl_rec"}, "creem": {"whsec_creem"}}
 )
 

@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/internal/players"
@@ -143,8 +145,8 @@ func newSystem(t *testing.T) *system {
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: config.DefaultSKUs(),
-		Plans: config.DefaultPlans(), StripeSecrets: []string{stripeSecret},
+	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(),
+		Plans: enforcer.DefaultPlans(), StripeSecrets: []string{stripeSecret},
 		StripeSecretKey: "sk_test_trace", StripeAPIURL: stripemock.Start(t)}
 	insertOnly, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)

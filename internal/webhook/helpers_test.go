@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
@@ -33,7 +32,7 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-var catalogue = map[string]config.SKU{
+var catalogue = map[string]fulfillment.SKU{
 	"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
 	"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/webhook"
@@ -387,7 +386,7 @@ func TestCatalogueChangeAfterCheckoutEndToEnd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	o := e.order("mana_1000", "stripe")
-	catalogueAfter := map[string]config.SKU{"mana_1000": {Amount: 1499, Currency: "usd", Mana: 1200}}
+	catalogueAfter := map[string]fulfillment.SKU{"mana_1000": {Amount: 1499, Currency: "usd", Mana: 1200}}
 	newer, err := fulfillment.CreateCheckout(context.Background(), e.pool, catalogueAfter,
 		fulfillment.CheckoutParams{PlayerID: e.player, SKU: "mana_1000", Provider: "stripe"})
 	require.NoError(t, err)
