@@ -2,10 +2,12 @@ package wallet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -204,7 +206,10 @@ func snapshotTxs(ctx context.Context, pool *pgxpool.Pool, n int) ([]pgx.Tx, erro
 		}
 	}
 	for len(txs) < n {
-		tx, err := pool.BeginTx(ctx, opts)
+		tx, err := beginExtra(ctx, pool, opts)
+		if errors.Is(err, errNoSpareConn) {
+			break // audit on the connections there are
+		}
 		if err != nil {
 			return txs, err
 		}
@@ -227,6 +232,25 @@ func snapshotTxs(ctx context.Context, pool *pgxpool.Pool, n int) ([]pgx.Tx, erro
 		}
 	}
 	return txs, nil
+}
+
+// spareConnWait is how long an audit waits for a connection beyond its
+// first: the extra ones only make it faster, so a caller that holds the
+// rest of a small pool gets an audit on fewer connections, not a hang.
+const spareConnWait = time.Second
+
+var errNoSpareConn = errors.New("no spare connection")
+
+// beginExtra begins one more audit transaction if the pool has a connection
+// to spare within spareConnWait.
+func beginExtra(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions) (pgx.Tx, error) {
+	wait, cancel := context.WithTimeout(ctx, spareConnWait)
+	defer cancel()
+	tx, err := pool.BeginTx(wait, opts)
+	if err != nil && ctx.Err() == nil && wait.Err() != nil {
+		return nil, errNoSpareConn
+	}
+	return tx, err
 }
 
 func (a *auditor) counts(ctx context.Context) error {

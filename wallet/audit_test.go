@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -231,4 +232,28 @@ UPDATE wallet_transactions SET balance_after = balance_after + 1
 		require.ElementsMatch(t, want.Violations, r.Violations)
 		require.Equal(t, [3]int64{want.Wallets, want.Transactions, want.Entries}, [3]int64{r.Wallets, r.Transactions, r.Entries})
 	}
+}
+
+// An audit whose caller holds all but one of a small pool's connections
+// runs on that one instead of waiting for a second that never comes.
+func TestAuditWithNoSpareConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, conns.Acquire(ctx, 2))
+	t.Cleanup(func() { conns.Release(2) })
+	cfg, err := pgxpool.ParseConfig(testdbURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	seedLedger(t, pool)
+	held, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(held.Release)
+	deadline, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	report, err := wallet.Audit(deadline, pool, wallet.AuditOptions{Parallel: 2})
+	require.NoError(t, err)
+	require.True(t, report.Clean(), report.String())
 }
