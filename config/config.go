@@ -55,6 +55,7 @@ const (
 	KeyCheckoutSuccessURL = "checkout_success_url"
 	KeyCheckoutCancelURL  = "checkout_cancel_url"
 	KeyReconcileSchedule  = "reconcile_schedule"
+	KeyReconcileTimeout   = "reconcile_timeout"
 	KeyRateLimit          = "rate_limit"
 )
 
@@ -117,6 +118,11 @@ type Config struct {
 	// recover lost webhooks (default hourly).
 	ReconcileSpec     string
 	ReconcileSchedule cron.Schedule
+	// ReconcileTimeout bounds one reconciliation run (default 10m). River's
+	// rescuer leaves a running job alone until its own timeout has passed,
+	// so a run on a worker killed mid-listing blocks the next run (one per
+	// provider at a time) for this long plus rescue_stuck_jobs_after.
+	ReconcileTimeout time.Duration
 	// DevCheckoutURL is set by `billing dev` only (no key, no variable):
 	// the base URL at which a provider without an API key gets a local,
 	// simulated hosted checkout page instead of answering 422.
@@ -220,6 +226,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyCheckoutSuccessURL, DefaultCheckoutURL)
 	v.SetDefault(KeyCheckoutCancelURL, DefaultCheckoutURL)
 	v.SetDefault(KeyReconcileSchedule, defaultReconcileSpec)
+	v.SetDefault(KeyReconcileTimeout, "10m")
 	v.SetDefault(KeyRateLimit, DefaultRateLimit)
 }
 
@@ -230,7 +237,7 @@ var envKeys = []string{
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
 	KeyBatchComplete,
 	KeyStripeSecretKey, KeyStripeAPIURL, KeyPaddleAPIKey, KeyPaddleEnvironment, KeyCreemAPIKey, KeyCreemAPIURL,
-	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule,
+	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule, KeyReconcileTimeout,
 	KeyRateLimit,
 }
 
@@ -358,7 +365,8 @@ func (c *Config) decodeProviders(v *viper.Viper) error {
 		return &Error{Key: KeyReconcileSchedule, Err: err}
 	}
 	c.ReconcileSchedule = sched
-	return nil
+	c.ReconcileTimeout, err = positiveDuration(v, KeyReconcileTimeout)
+	return err
 }
 
 // paddleURL maps paddle_environment (sandbox, production, or a base URL for

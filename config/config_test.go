@@ -156,13 +156,14 @@ func TestProviderSettings(t *testing.T) {
 	require.Equal(t, config.DefaultCreemAPIURL, c.CreemAPIURL)
 	require.Empty(t, c.StripeSecretKey)
 	require.Equal(t, "@hourly", c.ReconcileSpec)
+	require.Equal(t, 10*time.Minute, c.ReconcileTimeout)
 	require.NotNil(t, c.ReconcileSchedule)
 
 	c, err = config.Load(nil, config.Options{Env: map[string]string{
 		"BILLING_STRIPE_SECRET_KEY": " sk_test_1 ", "BILLING_STRIPE_API_URL": "http://127.0.0.1:12111/",
 		"BILLING_PADDLE_API_KEY": "pdl", "BILLING_PADDLE_ENVIRONMENT": "sandbox",
 		"BILLING_CREEM_API_KEY": "creem", "BILLING_CHECKOUT_SUCCESS_URL": "https://shop.test/ok",
-		"BILLING_RECONCILE_SCHEDULE": "@every 10m",
+		"BILLING_RECONCILE_SCHEDULE": "@every 10m", "BILLING_RECONCILE_TIMEOUT": "45s",
 	}})
 	require.NoError(t, err)
 	require.Equal(t, "sk_test_1", c.StripeSecretKey)
@@ -170,10 +171,12 @@ func TestProviderSettings(t *testing.T) {
 	require.Equal(t, config.PaddleSandboxURL, c.PaddleAPIURL)
 	require.Equal(t, "https://shop.test/ok", c.CheckoutSuccessURL)
 	require.Equal(t, "@every 10m", c.ReconcileSpec)
+	require.Equal(t, 45*time.Second, c.ReconcileTimeout)
 
 	for key, val := range map[string]string{
 		config.KeyStripeAPIURL: "ftp://x", config.KeyPaddleEnvironment: "staging", config.KeyCreemAPIURL: "not a url",
 		config.KeyCheckoutCancelURL: "/relative", config.KeyReconcileSchedule: "hourly",
+		config.KeyReconcileTimeout: "0s",
 	} {
 		_, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_" + strings.ToUpper(key): val}})
 		var ce *config.Error

@@ -219,6 +219,8 @@ func (r *Run) env() []string {
 		"BILLING_PADDLE_API_KEY=pdl_chaos", "BILLING_PADDLE_ENVIRONMENT=" + r.providers.URL,
 		"BILLING_CREEM_API_KEY=creem_chaos", "BILLING_CREEM_API_URL=" + r.providers.URL,
 		"BILLING_RECONCILE_SCHEDULE=@every 2s",
+		// A run on a worker killed mid-listing is rescued only after this.
+		"BILLING_RECONCILE_TIMEOUT=10s",
 	}
 }
 

@@ -328,3 +328,50 @@ func TestPeriodicReconciliation(t *testing.T) {
 	require.EqualValues(t, 1000, e.mana())
 	e.requireClean()
 }
+
+// TestRescuedRunRecoversSoon: a run left "running" by a worker killed
+// mid-listing holds the provider's one-run-at-a-time slot until River's
+// rescuer retries it, which it does only once the worker's timeout has
+// passed. With reconcile_timeout short, the orphaned run is rescued and
+// completes within seconds (with the old fixed 10-minute timeout it stayed
+// running, and no reconciliation ran, for over ten minutes).
+func TestRescuedRunRecoversSoon(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	fake := providerfake.Start()
+	t.Cleanup(fake.Close)
+	cfg := &config.Config{StripeSecretKey: "sk_test_rescue", StripeAPIURL: fake.URL, ReconcileTimeout: 2 * time.Second}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
+	require.Empty(t, reconcile.Register(workers, pool, cfg, time.Now, discard), "no schedule, no periodic job")
+
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues: map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2},
+			river.QueueDefault: {MaxWorkers: 2}},
+		Workers: workers, JobTimeout: time.Second, RescueStuckJobsAfter: 3 * time.Second,
+		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond, Logger: discard, TestOnly: true,
+	})
+	require.NoError(t, err)
+	res, err := client.Insert(ctx, reconcile.Args{Provider: fulfillment.ProviderStripe}, nil)
+	require.NoError(t, err)
+	// What a kill -9 mid-run leaves behind: running, attempted a while ago
+	// by a client that no longer exists.
+	_, err = pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '30 seconds',
+		attempted_by = '{dead-worker}' WHERE id = $1`, res.Job.ID)
+	require.NoError(t, err)
+
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(stop))
+	})
+	var state string
+	var attempt int
+	require.Eventually(t, func() bool {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT state, attempt FROM river_job WHERE id = $1`, res.Job.ID).Scan(&state, &attempt))
+		return state == "completed"
+	}, 30*time.Second, 100*time.Millisecond, "the orphaned run is rescued and completes")
+	require.Equal(t, 2, attempt, "rescued once, then run")
+}

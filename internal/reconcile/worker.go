@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,11 @@ import (
 	"github.com/fibe-dev/billing/internal/checkout"
 )
 
+// DefaultTimeout bounds one run when no reconcile_timeout is configured: a
+// listing of three days of events may take longer than a money job's
+// default timeout.
+const DefaultTimeout = 10 * time.Minute
+
 // DefaultWindow is how far back the periodic job lists: longer than the
 // providers' own webhook retry windows (Stripe retries for up to three days),
 // so an event is still listed when its last delivery attempt has failed.
@@ -29,12 +35,22 @@ type Args struct {
 // Kind implements river.JobArgs.
 func (Args) Kind() string { return "reconcile_provider" }
 
-// InsertOpts: one pending run per provider at a time.
+// InsertOpts: one pending run per provider at a time. A run is idempotent
+// (every claim is claim-once), so a failed or rescued run is retried soon
+// and often rather than discarded: attempts are cheap, and a discarded run
+// leaves lost webhooks unrecovered until the next scheduled run.
 func (Args) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+	return river.InsertOpts{MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
 		rivertype.JobStateRetryable, rivertype.JobStateScheduled}}}
 }
+
+const (
+	maxAttempts = 10
+	// retryStep and retryCap shape the linear backoff of NextRetry.
+	retryStep = 5 * time.Second
+	retryCap  = time.Minute
+)
 
 // Worker runs Args.
 type Worker struct {
@@ -42,11 +58,20 @@ type Worker struct {
 	Reconciler *Reconciler
 	Window     time.Duration
 	Now        func() time.Time
+	// RunTimeout bounds one run; 0 means DefaultTimeout.
+	RunTimeout time.Duration
 }
 
-// Timeout: a listing of three days of events may take longer than a
-// money job's default timeout.
-func (w *Worker) Timeout(*river.Job[Args]) time.Duration { return 10 * time.Minute }
+// Timeout is RunTimeout. It also decides how soon River's rescuer may
+// retry a run whose worker died: not before this has passed.
+func (w *Worker) Timeout(*river.Job[Args]) time.Duration { return cmp.Or(w.RunTimeout, DefaultTimeout) }
+
+// NextRetry backs off linearly (5s, 10s, ... up to a minute) instead of
+// River's attempt^4: a run is idempotent, and the default would wait
+// minutes before recovering a lost payment after two failed runs.
+func (w *Worker) NextRetry(job *river.Job[Args]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt)*retryStep, retryCap))
+}
 
 // Work lists the provider's events of the last Window and claims the lost ones.
 func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
@@ -79,8 +104,12 @@ func ListersFromConfig(cfg *config.Config, httpClient *http.Client) map[string]L
 func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, now func() time.Time,
 	logger *slog.Logger) []*river.PeriodicJob {
 	listers := ListersFromConfig(cfg, nil)
-	river.AddWorker(workers, &Worker{Reconciler: New(Options{Pool: pool, Listers: listers, Logger: logger}),
-		Window: DefaultWindow, Now: now})
+	w := &Worker{Reconciler: New(Options{Pool: pool, Listers: listers, Logger: logger}),
+		Window: DefaultWindow, Now: now}
+	if cfg != nil {
+		w.RunTimeout = cfg.ReconcileTimeout
+	}
+	river.AddWorker(workers, w)
 	if cfg == nil || cfg.ReconcileSchedule == nil {
 		return nil
 	}
