@@ -22,7 +22,7 @@ import (
 // transaction costs six round trips and a WAL flush per Marquee. Instead
 // the jobs that are running at the same time are funded together, in one
 // transaction: lock their Marquees (one statement), debit their owners
-// (wallet.PostManyTx: one lookup and one pipeline), move paid_through or
+// (wallet.PostManyTx: one lookup and one set-based statement), move paid_through or
 // record the refusal (one statement), complete the jobs (rivercomplete),
 // one commit. Every job is still its own River job, unique by (Marquee,
 // day), with its own wallet key, and is completed in the transaction that

@@ -17,9 +17,11 @@ import (
 // PostTx would (the pre-check by key, the locked conditional statement under
 // its own savepoint, the rescue of a concurrent winner), but in a few round
 // trips for the whole batch instead of two per post: one lookup of every
-// key, then every statement in one pipeline under one savepoint; only if
-// one of them fails is the pipeline undone and each post redone under a
-// savepoint of its own.
+// key; then, when every new post is a debit (a batch of fund_day jobs), one
+// set-based statement for all of them (debitSetSQL); what that did not
+// apply (a refusal, a failed statement) and any other batch go as every
+// statement in one pipeline under one savepoint; only if one of them fails
+// is the pipeline undone and each post redone under a savepoint of its own.
 //
 // Results are per post, in the order of ps: out[i] is the transaction
 // (Replayed for a replay) or errs[i] says why post i was refused
@@ -50,6 +52,11 @@ func (s *Store) PostManyTx(ctx context.Context, tx pgx.Tx, ps []PostParams) (out
 		return out, errs, err
 	}
 	pending, again := s.prepare(legs, errs, out, stored)
+	if allDebits(legs, pending) {
+		if pending, err = applyDebitSet(ctx, tx, legs, pending, out); err != nil {
+			return out, errs, err
+		}
+	}
 	applied, err := applyAll(ctx, tx, legs, pending, out, errs)
 	if err != nil {
 		return out, errs, err

@@ -18,6 +18,10 @@ var (
 		Help:    "Time spent in a wallet post or conversion, whatever its outcome.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
+	debitSetsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "billing_wallet_debit_sets_total",
+		Help: "Batches of debits (fund_day group commits) applied by one set-based statement (outcome applied) or redone post by post because the statement failed (outcome fallback: a concurrent winner of a key).",
+	}, []string{"outcome"})
 )
 
 // observe records one post. Kinds outside the known set are folded into

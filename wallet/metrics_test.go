@@ -2,6 +2,7 @@ package wallet_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,19 +14,30 @@ import (
 // postCounts reads billing_wallet_posts_total by "kind/outcome".
 func postCounts(t *testing.T) map[string]float64 {
 	t.Helper()
+	return counters(t, "billing_wallet_posts_total", "kind", "outcome")
+}
+
+// counters reads the counter family name from the default registry, keyed
+// by the values of labels joined with "/".
+func counters(t *testing.T, name string, labels ...string) map[string]float64 {
+	t.Helper()
 	families, err := prometheus.DefaultGatherer.Gather()
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != "billing_wallet_posts_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
+			have := map[string]string{}
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				have[l.GetName()] = l.GetValue()
 			}
-			out[labels["kind"]+"/"+labels["outcome"]] = m.GetCounter().GetValue()
+			key := make([]string, len(labels))
+			for i, l := range labels {
+				key[i] = have[l]
+			}
+			out[strings.Join(key, "/")] = m.GetCounter().GetValue()
 		}
 	}
 	return out

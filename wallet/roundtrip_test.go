@@ -87,8 +87,9 @@ func TestReplayDoesNotWaitForTheWalletLock(t *testing.T) {
 	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = 'rt:fresh'`))
 }
 
-// queryCounter counts the statements and batches a pool sends.
-type queryCounter struct{ n atomic.Int64 }
+// queryCounter counts the statements and batches a pool sends (n), and
+// the statements inside batches (batched).
+type queryCounter struct{ n, batched atomic.Int64 }
 
 func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	q.n.Add(1)
@@ -99,8 +100,10 @@ func (q *queryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 	q.n.Add(1)
 	return ctx
 }
-func (q *queryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (q *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (q *queryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	q.batched.Add(1)
+}
+func (q *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // Post is one round trip, first post or replay; PostTx is one batch.
 func TestPostIsOneRoundTrip(t *testing.T) {
