@@ -38,6 +38,17 @@ func TestAuditFundingFindsViolations(t *testing.T) {
 		Kind: wallet.KindFunding, Reference: "marquee:" + itoa(b.ID) + ":2024-03-11",
 		IdempotencyKey: enforcer.FundingKey(b.ID, "2024-03-11"), Account: wallet.AccountFundingRevenue})
 	require.NoError(t, err)
+	// Funding debits whose reference names no Marquee id the audit can
+	// parse: not matched to a Marquee, and no cast error either.
+	// The first twice: two debits for one reference are reported, under
+	// Marquee 0.
+	for i, ref := range []string{"marquee:not-a-number:2024-03-10", "marquee:not-a-number:2024-03-10",
+		"marquee:123456789012345678901234:2024-03-10", "marquee:"} {
+		_, err = e.wallet.Debit(e.ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1,
+			Kind: wallet.KindFunding, Reference: ref, IdempotencyKey: "odd-ref-" + itoa(int64(i)),
+			Account: wallet.AccountFundingRevenue})
+		require.NoError(t, err)
+	}
 	// c paid through the next day without its debit.
 	_, err = e.pool.Exec(e.ctx, `UPDATE marquees SET paid_through = paid_through + interval '1 day' WHERE id = $1`, c.ID)
 	require.NoError(t, err)
@@ -52,7 +63,7 @@ func TestAuditFundingFindsViolations(t *testing.T) {
 		slices.Sort(ids)
 	}
 	require.Equal(t, map[string][]int64{
-		"one_debit_per_day":   {a.ID},       // two debits for one day
+		"one_debit_per_day":   {0, a.ID},    // two debits for one day (0: the unparsable reference)
 		"debit_is_price":      {a.ID, b.ID}, // a's rogue key, b's wrong amount
 		"paid_through_backed": {c.ID},
 	}, got, "%v", violations)
