@@ -160,12 +160,7 @@ func TestDebitSetIsTwoRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t, 2)
-	cfg := pool.Config().Copy()
-	qc := &queryCounter{}
-	cfg.ConnConfig.Tracer = qc
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer traced.Close()
+	traced, qc := tracedPool(t, pool)
 	s := wallet.New(traced, wallet.Options{})
 	owner, other := newPlayer(t, pool), newPlayer(t, pool)
 	fund(t, s, owner, wallet.Sparks, 1000)

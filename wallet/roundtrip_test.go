@@ -105,17 +105,25 @@ func (q *queryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatc
 }
 func (q *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
+// tracedPool is a second pool on pool's database whose statements and
+// batches are counted; it is closed with the test.
+func tracedPool(t *testing.T, pool *pgxpool.Pool) (*pgxpool.Pool, *queryCounter) {
+	t.Helper()
+	cfg := pool.Config().Copy()
+	qc := &queryCounter{}
+	cfg.ConnConfig.Tracer = qc
+	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(traced.Close)
+	return traced, qc
+}
+
 // Post is one round trip, first post or replay; PostTx is one batch.
 func TestPostIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t, 2)
-	cfg := pool.Config().Copy()
-	qc := &queryCounter{}
-	cfg.ConnConfig.Tracer = qc
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer traced.Close()
+	traced, qc := tracedPool(t, pool)
 	s := wallet.New(traced, wallet.Options{})
 	p := newPlayer(t, pool)
 
@@ -152,12 +160,7 @@ func TestConvertIsOneRoundTripAndReplaysWithoutTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t, 4)
-	cfg := pool.Config().Copy()
-	qc := &queryCounter{}
-	cfg.ConnConfig.Tracer = qc
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer traced.Close()
+	traced, qc := tracedPool(t, pool)
 	s := wallet.New(traced, wallet.Options{SparksPerMana: 3})
 	p := newPlayer(t, pool)
 	fund(t, s, p, wallet.Mana, 100)
