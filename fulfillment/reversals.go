@@ -171,13 +171,18 @@ func (a ReversePaymentArgs) validate() error {
 }
 
 // recordReversal upserts the reversal row. A cumulative refund keeps its
-// largest amount; a dispute's state moves only from open to won or lost.
+// largest amount; a dispute's state only moves forward, open < lost < won:
+// a closed dispute never reopens, and lost gives way to won because a
+// lost dispute can still be reversed in our favour (Paddle's
+// chargeback_reverse), while nothing turns a won dispute into a lost one.
+// So any arrival order of a dispute's events ends in the same state.
 func recordReversal(ctx context.Context, tx pgx.Tx, a ReversePaymentArgs) error {
 	_, err := tx.Exec(ctx, `INSERT INTO payment_reversals AS r (provider, reversal_id, payment_id, kind, state, amount, currency)
 		VALUES ($1, $2, $3, $4, $5, $6, lower($7))
 		ON CONFLICT (provider, reversal_id) DO UPDATE SET
 			amount = greatest(r.amount, EXCLUDED.amount),
-			state = CASE WHEN r.state IN ('won', 'lost') THEN r.state ELSE EXCLUDED.state END,
+			state = CASE WHEN r.state = 'won' OR (r.state = 'lost' AND EXCLUDED.state <> 'won') THEN r.state
+				ELSE EXCLUDED.state END,
 			updated_at = now()`,
 		a.Provider, a.ReversalID, a.PaymentID, a.ReversalKind, a.State, a.Amount, a.Currency)
 	if err != nil {

@@ -57,7 +57,8 @@ claims and the fulfillment then rejects. The event id is new on every run;
 --kind refund sends the provider's refund of the order's payment (--amount:
 the cumulative amount refunded, default all of it); dispute-open,
 dispute-won and dispute-lost send a dispute (Creem has only dispute-open,
-Paddle only dispute-lost, its chargeback).`,
+Paddle dispute-lost, its chargeback, and dispute-won, the chargeback's
+reversal).`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: fulfillment.Providers(),
 		RunE: func(cmd *cobra.Command, args []string) error {

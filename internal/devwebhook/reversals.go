@@ -63,17 +63,17 @@ func PaymentEvent(provider, eventID, paymentID string, orderID, amount int64, cu
 // refund and dispute objects. For a Stripe refund, id is the charge's and
 // amount the cumulative amount_refunded. It returns nil for a combination
 // the provider does not send (Creem has no closed dispute; a Paddle
-// dispute is a chargeback, already lost).
+// dispute is a chargeback, already lost, or its reversal, won: never open).
 func ReversalEvent(provider, eventID, paymentID, id, kind, state string, amount int64, currency string) []byte {
 	at := time.Now()
 	switch provider {
 	case fulfillment.ProviderStripe:
 		return stripeReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
 	case fulfillment.ProviderPaddle:
-		if kind == fulfillment.ReversalDispute && state != fulfillment.StateLost {
+		if kind == fulfillment.ReversalDispute && state == fulfillment.StateOpen {
 			return nil
 		}
-		return paddleReversalEvent(eventID, paymentID, id, kind, amount, currency, at)
+		return paddleReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
 	case fulfillment.ProviderCreem:
 		return creemReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
 	}
@@ -109,9 +109,12 @@ func stripeReversalEvent(eventID, paymentID, id, kind, state string, amount int6
 	return b
 }
 
-func paddleReversalEvent(eventID, paymentID, id, kind string, amount int64, currency string, at time.Time) []byte {
+func paddleReversalEvent(eventID, paymentID, id, kind, state string, amount int64, currency string, at time.Time) []byte {
 	action := paddlenotification.AdjustmentActionRefund
-	if kind == fulfillment.ReversalDispute {
+	switch {
+	case kind == fulfillment.ReversalDispute && state == fulfillment.StateWon:
+		action = paddlenotification.AdjustmentActionChargebackReverse
+	case kind == fulfillment.ReversalDispute:
 		action = paddlenotification.AdjustmentActionChargeback
 	}
 	total := strconv.FormatInt(amount, 10)

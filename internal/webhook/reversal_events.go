@@ -93,9 +93,15 @@ type paddleAdjustment struct {
 	} `json:"totals"`
 }
 
-// parsePaddleAdjustment acts on approved refunds and chargebacks (a
-// chargeback is a dispute already lost); pending, rejected and every
+// parsePaddleAdjustment acts on approved refunds, chargebacks (a
+// chargeback is a dispute already lost) and chargeback reversals (the
+// dispute won after all: the money came back); pending, rejected and every
 // other action (credits, warnings) are only acknowledged.
+//
+// A chargeback and its reversal are two adjustments with ids of their own
+// that name only the transaction, so both are keyed by the transaction
+// (one dispute per Paddle transaction): the reversal then closes the same
+// dispute as won, whichever of the two arrives first.
 func parsePaddleAdjustment(data []byte) (*Reversal, error) {
 	var a paddleAdjustment
 	if err := unmarshal(data, &a); err != nil {
@@ -108,7 +114,9 @@ func parsePaddleAdjustment(data []byte) (*Reversal, error) {
 	case a.Action == "refund":
 		r.Kind, r.State = fulfillment.ReversalRefund, fulfillment.StateSucceeded
 	case a.Action == "chargeback":
-		r.Kind, r.State = fulfillment.ReversalDispute, fulfillment.StateLost
+		r.Kind, r.State, r.ReversalID = fulfillment.ReversalDispute, fulfillment.StateLost, PaddleChargebackID(a.TransactionID)
+	case a.Action == "chargeback_reverse":
+		r.Kind, r.State, r.ReversalID = fulfillment.ReversalDispute, fulfillment.StateWon, PaddleChargebackID(a.TransactionID)
 	default:
 		return nil, nil
 	}
@@ -118,6 +126,10 @@ func parsePaddleAdjustment(data []byte) (*Reversal, error) {
 	}
 	return checkReversal(r, &n, r.PaymentID)
 }
+
+// PaddleChargebackID is the reversal id of the chargeback of Paddle
+// transaction txn, and of its reversal.
+func PaddleChargebackID(txn string) string { return "chargeback:" + txn }
 
 // creemReversal is the part of Creem's refund and dispute objects intake reads.
 type creemReversal struct {

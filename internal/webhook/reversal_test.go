@@ -175,7 +175,7 @@ func TestReversalEventsClaimedOnce(t *testing.T) {
 	}
 }
 
-// stripeEvent is one delivery of the permutation test.
+// stripeEvent is one delivery of a permutation test (of any provider).
 type stripeEvent struct {
 	id   string
 	body []byte
@@ -228,7 +228,7 @@ func TestReversalPermutations(t *testing.T) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			e.deliverPermutation(uint64(seed), events)
+			e.deliverPermutation("stripe", uint64(seed), events)
 		})
 	}
 	wg.Wait()
@@ -244,13 +244,13 @@ func TestReversalPermutations(t *testing.T) {
 	e.requireClean()
 }
 
-// deliverPermutation delivers events in seed's order from a worker
-// goroutine: it reports through t.Errorf, never FailNow.
-func (e *env) deliverPermutation(seed uint64, events []stripeEvent) {
+// deliverPermutation delivers provider's events in seed's order from a
+// worker goroutine: it reports through t.Errorf, never FailNow.
+func (e *env) deliverPermutation(provider string, seed uint64, events []stripeEvent) {
 	rng := rand.New(rand.NewPCG(seed, 13))
 	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 	for _, ev := range events {
-		claimed, _, err := e.deliverConcurrently("stripe", ev.body, 1+rng.IntN(3))
+		claimed, _, err := e.deliverConcurrently(provider, ev.body, 1+rng.IntN(3))
 		if err != nil || claimed != 1 {
 			e.t.Errorf("seed %d: event %s claimed %d times (%v)", seed, ev.id, claimed, err)
 			return
@@ -273,4 +273,54 @@ func (e *env) deliverPermutation(seed uint64, events []stripeEvent) {
 			}
 		}
 	}
+}
+
+// paddleEvents are four events about one Paddle order: the payment, a
+// refund of 300, a chargeback of the whole 999 and its reversal (the
+// dispute won after all), each an adjustment with an id of its own.
+func paddleEvents(orderID int64, tag string) []stripeEvent {
+	txn := devwebhook.OrderPaymentID("paddle", strconv.FormatInt(orderID, 10))
+	adj := func(id, kind, state string, amount int64) stripeEvent {
+		return stripeEvent{id, devwebhook.ReversalEvent("paddle", id, txn, "adj_"+id, kind, state, amount, "usd"), "reverse_payment"}
+	}
+	return []stripeEvent{
+		{"evt_pay_" + tag, devwebhook.CompletedEvent("paddle", "evt_pay_"+tag, orderID, 999, "usd"), "fulfill_order"},
+		adj("evt_ref_"+tag, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 300),
+		adj("evt_cb_"+tag, fulfillment.ReversalDispute, fulfillment.StateLost, 999),
+		adj("evt_cbr_"+tag, fulfillment.ReversalDispute, fulfillment.StateWon, 999),
+	}
+}
+
+// A Paddle chargeback reversed (chargeback_reverse) gives back what the
+// chargeback took, once, in any arrival order: 40 seeded orders of the
+// four events, each 1-3 times, all end with only the refund clawed back,
+// ceil(1000 x 300 / 999) = 301 Mana, the order partially refunded and not
+// disputed, and a clean audit. Before the reversal was read, every one of
+// them kept the chargeback's 1000 Mana clawed back.
+func TestPaddleChargebackReversedPermutations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const perms = 40
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	orders := make([]*fulfillment.Order, perms)
+	for seed := range perms {
+		orders[seed] = e.order("mana_1000", "paddle")
+		events := paddleEvents(orders[seed].ID, fmt.Sprintf("p%d", seed))
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			e.deliverPermutation("paddle", uint64(seed), events)
+		})
+	}
+	wg.Wait()
+	for seed, o := range orders {
+		got := e.orderStatus(o.ID)
+		require.Equal(t, fulfillment.StatusPartiallyRefunded, got.Status, "seed %d", seed)
+		require.Equal(t, int64(300), got.RefundedAmount, "seed %d", seed)
+		require.Equal(t, int64(301), got.ClawedBackMana, "seed %d", seed)
+	}
+	require.Equal(t, int64(perms*(1000-301)), e.mana())
+	require.Equal(t, perms, e.count(`SELECT count(*) FROM payment_reversals WHERE kind = 'dispute' AND state = 'won'`))
+	e.requireClean()
 }
