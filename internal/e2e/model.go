@@ -52,9 +52,11 @@ type orderModel struct {
 	// The reverse path, each set once its event was acknowledged: a
 	// second, distinct payment (must be unapplied, minting nothing), the
 	// provider's refunded amount, a dispute (lost, or open with its funds
-	// withdrawn) of disputed.
+	// withdrawn) of disputed, and that dispute won afterwards (disputed is
+	// then 0 again: what it clawed back must have been given back).
 	doublePaid         bool
 	refunded, disputed int64
+	disputeWon         bool
 }
 
 // wantClawback is the Mana the order's payment must have clawed back:
@@ -92,10 +94,13 @@ func (m *model) with(f func()) {
 // clawback is what its acknowledged refunds and disputes call for.
 func (r *Run) checkMoneyBack(ctx context.Context, rep *Report) error {
 	var bad []string
-	doubles, reversed := 0, 0
+	doubles, reversed, won := 0, 0, 0
 	for id, om := range r.model.orders {
-		if !om.doublePaid && om.refunded == 0 && om.disputed == 0 {
+		if !om.doublePaid && om.refunded == 0 && om.disputed == 0 && !om.disputeWon {
 			continue
+		}
+		if om.disputeWon {
+			won++
 		}
 		var unapplied, clawed int64
 		err := r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'applied'),
@@ -118,7 +123,7 @@ func (r *Run) checkMoneyBack(ctx context.Context, rep *Report) error {
 				id, clawed, want, om.refunded, om.disputed, om.amount))
 		}
 	}
-	rep.check(fmt.Sprintf("double payments unapplied, refunds and disputes clawed back once (%d doubles, %d reversed orders)",
-		doubles, reversed), len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	rep.check(fmt.Sprintf("double payments unapplied, refunds and disputes clawed back once, won disputes given back (%d doubles, %d reversed orders, %d disputes won)",
+		doubles, reversed, won), len(bad) == 0, strings.Join(first(bad, 10), "; "))
 	return nil
 }

@@ -135,7 +135,7 @@ func (p *player) buy(ctx context.Context) {
 
 // moneyBack sends, at a few percent each, what makes money go back for a
 // paid order: a second, distinct payment, or a refund (full or partial)
-// and a dispute whose funds the provider withdrew. The model records each
+// and a dispute whose funds the provider withdrew (sometimes won later). The model records each
 // once a web process acknowledged it. A double payment gets no refund or
 // dispute here: whichever of the two payments is worked first is the one
 // that mints, so which one a refund names would decide the clawback.
@@ -170,7 +170,26 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 		body := devwebhook.ReversalEvent(om.provider, id, payment, "dp_"+id, fulfillment.ReversalDispute, state, om.amount, om.currency)
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.disputed = om.amount })
+			p.winDispute(ctx, om, payment, "dp_"+id)
 		}
+	}
+}
+
+// winDispute sends, for a third of the disputes, the event that closes
+// dispute in our favour (Stripe's charge.dispute.closed as won, Paddle's
+// chargeback_reverse; Creem sends none): the funds come back, and so does
+// the Mana the dispute clawed back.
+func (p *player) winDispute(ctx context.Context, om *orderModel, payment, dispute string) {
+	if om.provider == fulfillment.ProviderCreem || p.rng.IntN(3) != 0 {
+		return
+	}
+	id := p.nextEvent()
+	if om.provider == fulfillment.ProviderPaddle {
+		dispute = "adj_" + id // the reversal is an adjustment of its own
+	}
+	body := devwebhook.ReversalEvent(om.provider, id, payment, dispute, fulfillment.ReversalDispute, fulfillment.StateWon, om.amount, om.currency)
+	if p.run.deliver(ctx, p.rng, om.provider, id, body) {
+		p.run.model.with(func() { om.disputed, om.disputeWon = 0, true })
 	}
 }
 
