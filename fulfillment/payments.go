@@ -96,14 +96,6 @@ func insertPayment(ctx context.Context, tx pgx.Tx, p *Payment) error {
 	return nil
 }
 
-func markRefunded(ctx context.Context, db DB, id int64, refundID string) error {
-	_, err := db.Exec(ctx, `UPDATE payments SET status = 'refunded', refund_id = $2, updated_at = now()
-		WHERE id = $1 AND status = 'unapplied'`, id, refundID)
-	if err != nil {
-		return fmt.Errorf("fulfillment: mark payment %d refunded: %w", id, err)
-	}
-	return nil
-}
 
 // ListPaymentsParams filter ListPayments.
 type ListPaymentsParams struct {

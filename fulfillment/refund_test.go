@@ -14,9 +14,11 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
@@ -188,6 +190,46 @@ func TestDoubleChargeWithoutRefunderAsksOperator(t *testing.T) {
 	require.Len(t, unapplied, 1)
 	require.Equal(t, "txn_2", unapplied[0].PaymentID)
 	require.Equal(t, int64(1000), manaBalance(t, pool, player))
+	requireClean(t, pool)
+
+	// The operator refunds it in Paddle's dashboard, then marks it: ten
+	// operators (or retries) at once change it once.
+	id := unapplied[0].ID
+	var changed atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			p, ch, err := fulfillment.MarkRefunded(ctx, pool, id, "re_hand_1")
+			if assert.NoError(t, err) && assert.Equal(t, fulfillment.PaymentRefunded, p.Status) && ch {
+				changed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int32(1), changed.Load())
+	unapplied, err = fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: true})
+	require.NoError(t, err)
+	require.Empty(t, unapplied)
+	_, _, err = fulfillment.MarkRefunded(ctx, pool, id, "re_other")
+	require.ErrorIs(t, err, fulfillment.ErrRefundedOtherwise)
+	all, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{OrderID: o.ID})
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	for _, p := range all {
+		if p.Status == fulfillment.PaymentApplied {
+			_, _, err = fulfillment.MarkRefunded(ctx, pool, p.ID, "re_hand_2")
+			require.ErrorIs(t, err, fulfillment.ErrNotUnapplied, "a minted payment's refunds come as webhooks")
+		} else {
+			require.Equal(t, "re_hand_1", p.RefundID)
+		}
+	}
+	_, _, err = fulfillment.MarkRefunded(ctx, pool, 1<<40, "re_hand_3")
+	require.ErrorIs(t, err, fulfillment.ErrPaymentNotFound)
+	for _, bad := range []string{"", string([]byte{0xff}), "a\x00b", strings.Repeat("r", 256)} {
+		_, _, err = fulfillment.MarkRefunded(ctx, pool, id, bad)
+		require.ErrorIs(t, err, fulfillment.ErrInvalidRefundID, "%q", bad)
+	}
+	require.Equal(t, int64(1000), manaBalance(t, pool, player), "no money moved")
 	requireClean(t, pool)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -71,4 +72,48 @@ func TestMoneyCommands(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE debts SET outstanding = 5 WHERE player_id = $1`, player)
 	require.NoError(t, err)
 	require.Contains(t, runBillingFail(t, env, "ledger", "verify"), "invariant 9 debt_vs_receivable")
+}
+
+// payments mark-refunded takes an unapplied payment off the --unapplied
+// list once, replays, refuses another refund id or a minted payment, and
+// moves no money.
+func TestPaymentsMarkRefunded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, pool := newDB(t)
+	env := []string{"BILLING_DATABASE_URL=" + dbURL}
+	var player, order, payment int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('m') RETURNING id`).Scan(&player))
+	o, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(), fulfillment.CheckoutParams{PlayerID: player,
+		SKU: "mana_1000", Provider: fulfillment.ProviderPaddle})
+	require.NoError(t, err)
+	order = o.ID
+	// What intake records for a second, distinct payment of a paid order.
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO payments (provider, payment_id, order_id, player_id, event_id, amount,
+		currency, mana_minted, status, reason) VALUES ('paddle', 'txn_twice', $1, $2, 'evt_twice', 999, 'usd', 0, 'unapplied',
+		'order is already paid') RETURNING id`, order, player).Scan(&payment))
+	id := strconv.FormatInt(payment, 10)
+	require.Contains(t, runBilling(t, env, "payments", "list", "--unapplied"), "txn_twice")
+
+	var got struct {
+		ID       string `json:"id"`
+		Status   string `json:"status"`
+		RefundID string `json:"refund_id"`
+		Changed  bool   `json:"changed"`
+	}
+	mark := []string{"payments", "mark-refunded", "--payment", id, "--refund-id", "re_dash_1", "--json"}
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, mark...)), &got))
+	require.Equal(t, id, got.ID)
+	require.Equal(t, "refunded", got.Status)
+	require.Equal(t, "re_dash_1", got.RefundID)
+	require.True(t, got.Changed)
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, mark...)), &got))
+	require.False(t, got.Changed, "replayed")
+	require.Equal(t, "[]\n", runBilling(t, env, "payments", "list", "--unapplied", "--json"))
+	require.Contains(t, runBillingFail(t, env, "payments", "mark-refunded", "--payment", id, "--refund-id", "re_dash_2"),
+		"already refunded under another refund id")
+	require.Contains(t, runBillingFail(t, env, "payments", "mark-refunded", "--payment", "99999999", "--refund-id", "re_x"),
+		"no such payment")
+	require.Contains(t, runBillingFail(t, env, "payments", "mark-refunded", "--payment", id), `"refund-id" not set`)
+	require.Contains(t, runBilling(t, env, "ledger", "verify"), "ledger clean")
 }

@@ -17,8 +17,50 @@ func newPaymentsCmd() *cobra.Command {
 		Use:   "payments",
 		Short: "Inspect provider payments (applied, unapplied, refunded)",
 	}
-	cmd.AddCommand(newPaymentsListCmd())
+	cmd.AddCommand(newPaymentsListCmd(), newPaymentsMarkRefundedCmd())
 	return cmd
+}
+
+func newPaymentsMarkRefundedCmd() *cobra.Command {
+	var payment int64
+	var refundID string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "mark-refunded --payment ID --refund-id R [--json]",
+		Short: "Record that an unapplied payment was refunded by hand at the provider",
+		Long: `mark-refunded records that the unapplied payment with row id --payment (the
+first column of 'billing payments list --unapplied --json': "id") was
+refunded in the provider's dashboard, under the provider's refund id. It
+moves no money (an unapplied payment minted nothing); the payment leaves the
+--unapplied list. Run it after the refund, never instead of it. Replay-safe:
+the same payment and refund id again change nothing; another refund id for
+a payment already marked, or a payment that minted its order's Mana (whose
+refunds arrive as the provider's webhooks), is refused.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
+				p, changed, err := fulfillment.MarkRefunded(ctx, pool, payment, refundID)
+				if err != nil {
+					return err
+				}
+				text := "marked " + paymentLine(*p)
+				if !changed {
+					text = "already marked, nothing changed: " + paymentLine(*p)
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, struct {
+					*fulfillment.Payment
+					Changed bool `json:"changed"`
+				}{p, changed}, text)
+			})
+		},
+	}
+	c.Flags().Int64Var(&payment, "payment", 0, "the payment's row id (required)")
+	c.Flags().StringVar(&refundID, "refund-id", "", "the provider's refund id (required)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	for _, f := range []string{"payment", "refund-id"} {
+		_ = c.MarkFlagRequired(f)
+	}
+	return c
 }
 
 func newPaymentsListCmd() *cobra.Command {
@@ -31,7 +73,9 @@ func newPaymentsListCmd() *cobra.Command {
 currency, the Mana it minted and its status. applied minted the order's Mana;
 unapplied is money received that minted nothing (a second, distinct payment
 for an order already paid, or a payment the order refused) and must be
-refunded; refunded is an unapplied payment refunded through the provider's API.`,
+refunded; refunded is an unapplied payment refunded through the provider's API
+(or marked refunded by hand: billing payments mark-refunded). id is the row id
+that mark-refunded takes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
@@ -54,7 +98,7 @@ func printPayments(out io.Writer, ps []fulfillment.Payment, asJSON bool) error {
 }
 
 func paymentLine(p fulfillment.Payment) string {
-	s := fmt.Sprintf("%s %s order=%d player=%d %d %s minted=%d clawed_back=%d %s", p.Provider, p.PaymentID, p.OrderID,
+	s := fmt.Sprintf("id=%d %s %s order=%d player=%d %d %s minted=%d clawed_back=%d %s", p.ID, p.Provider, p.PaymentID, p.OrderID,
 		p.PlayerID, p.Amount, p.Currency, p.ManaMinted, p.ClawedBackMana, p.Status)
 	if p.RefundID != "" {
 		s += " refund=" + p.RefundID

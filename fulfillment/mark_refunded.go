@@ -1,0 +1,63 @@
+package fulfillment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Errors of MarkRefunded. Compare with errors.Is.
+var (
+	ErrPaymentNotFound = errors.New("fulfillment: no such payment")
+	// ErrNotUnapplied: the payment minted its order's Mana; its refunds
+	// arrive as the provider's refund webhooks and claw back from there.
+	ErrNotUnapplied = errors.New("fulfillment: payment is not unapplied")
+	// ErrRefundedOtherwise: the payment is already marked refunded under
+	// another refund id.
+	ErrRefundedOtherwise = errors.New("fulfillment: payment already refunded under another refund id")
+	ErrInvalidRefundID   = errors.New("fulfillment: refund id must be 1 to 255 bytes of text")
+)
+
+// markRefundedSQL moves an unapplied payment to refunded, and nothing else.
+const markRefundedSQL = `UPDATE payments SET status = 'refunded', refund_id = $2, updated_at = now()
+	WHERE id = $1 AND status = 'unapplied'`
+
+// markRefunded records the automatic refund of unapplied payment id; a
+// payment no longer unapplied is left as it is.
+func markRefunded(ctx context.Context, db DB, id int64, refundID string) error {
+	if _, err := db.Exec(ctx, markRefundedSQL, id, refundID); err != nil {
+		return fmt.Errorf("fulfillment: mark payment %d refunded: %w", id, err)
+	}
+	return nil
+}
+
+// MarkRefunded records that an operator refunded unapplied payment id
+// (the payments row id) at the provider, as refundID: the payment leaves
+// `billing payments list --unapplied`. No money moves here: an unapplied
+// payment minted nothing. It is idempotent by (id, refundID): marking a
+// payment refunded again under the same refund id changes nothing and
+// reports changed false; under another refund id it is
+// ErrRefundedOtherwise. An applied payment is ErrNotUnapplied.
+func MarkRefunded(ctx context.Context, db DB, id int64, refundID string) (p *Payment, changed bool, err error) {
+	if refundID == "" || len(refundID) > 255 || !utf8.ValidString(refundID) || strings.ContainsRune(refundID, 0) {
+		return nil, false, ErrInvalidRefundID
+	}
+	p, err = scanPayment(db.QueryRow(ctx, markRefundedSQL+` RETURNING `+paymentColumns, id, refundID))
+	if err != nil || p != nil {
+		return p, p != nil, err
+	}
+	if p, err = scanPayment(db.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = $1`, id)); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case p == nil:
+		return nil, false, fmt.Errorf("%w: %d", ErrPaymentNotFound, id)
+	case p.Status == PaymentRefunded && p.RefundID == refundID:
+		return p, false, nil
+	case p.Status == PaymentRefunded:
+		return nil, false, fmt.Errorf("%w: payment %d is refunded as %q", ErrRefundedOtherwise, id, p.RefundID)
+	}
+	return nil, false, fmt.Errorf("%w: payment %d is %s", ErrNotUnapplied, id, p.Status)
+}
