@@ -96,7 +96,6 @@ func insertPayment(ctx context.Context, tx pgx.Tx, p *Payment) error {
 	return nil
 }
 
-
 // ListPaymentsParams filter ListPayments.
 type ListPaymentsParams struct {
 	UnappliedOnly bool  // status unapplied (received, minted nothing, not refunded yet)
