@@ -135,7 +135,7 @@ func applyAll(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, out []*
 		return true, nil
 	}
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+batchSavepoint+"; RELEASE SAVEPOINT "+batchSavepoint); err != nil {
-		return false, fmt.Errorf("wallet: roll back batch after %v: %w", failed, err)
+		return false, fmt.Errorf("wallet: roll back batch after %w: %w", failed, err)
 	}
 	for _, i := range pending {
 		out[i], errs[i] = nil, nil
@@ -176,7 +176,7 @@ func (s *Store) applyPipelined(ctx context.Context, tx pgx.Tx, legs []leg, pendi
 		if failed >= 0 {
 			// Undo the failed post first: until then tx is aborted.
 			if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); rerr != nil {
-				return fmt.Errorf("wallet: roll back savepoint after %v: %w", err, rerr)
+				return fmt.Errorf("wallet: roll back savepoint after %w: %w", err, rerr)
 			}
 			i := pending[failed]
 			out[i], errs[i] = s.rescue(ctx, tx, legs[i], classify(err))

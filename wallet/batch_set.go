@@ -95,7 +95,7 @@ func applyDebitSet(ctx context.Context, tx pgx.Tx, legs []leg, pending []int, ou
 	if failed != nil {
 		debitSetsTotal.WithLabelValues("fallback").Inc()
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+setSavepoint+"; RELEASE SAVEPOINT "+setSavepoint); err != nil {
-			return nil, fmt.Errorf("wallet: roll back debit set after %v: %w", failed, err)
+			return nil, fmt.Errorf("wallet: roll back debit set after %w: %w", failed, err)
 		}
 		return pending, nil
 	}

@@ -289,7 +289,7 @@ func inSavepoint[T any](ctx context.Context, tx pgx.Tx, sql string, args []any, 
 	if err != nil && !errors.Is(err, errRefused) {
 		var zero T
 		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); rerr != nil {
-			return zero, fmt.Errorf("wallet: roll back savepoint after %v: %w", err, rerr)
+			return zero, fmt.Errorf("wallet: roll back savepoint after %w: %w", err, rerr)
 		}
 		return zero, classify(err)
 	}

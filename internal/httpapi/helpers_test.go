@@ -65,7 +65,7 @@ type env struct {
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
 
 // newEnvWith lets a test change the configuration before the server starts.
-func newEnvWith(t *testing.T, configure func(*config.Config)) *env {
+func newEnvWith(t *testing.T, configure func(*config.Config), serverOpts ...func(*Options)) *env {
 	t.Helper()
 	pcfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
 	require.NoError(t, err)
@@ -85,8 +85,12 @@ func newEnvWith(t *testing.T, configure func(*config.Config)) *env {
 	checkouts := checkout.NewService(checkout.Options{Openers: checkout.OpenersFromConfig(cfg, nil), SKUs: cfg.SKUs,
 		SuccessURL: "https://example.test/ok", CancelURL: "https://example.test/cancel", Logger: quiet,
 		Retry: checkout.Retry{Budget: time.Second, BaseDelay: 10 * time.Millisecond, RetryAfter: 2 * time.Second}})
-	s, err := New(Options{Pool: pool, River: e.river, Config: cfg, Logger: quiet,
-		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now, Checkouts: checkouts})
+	opts := Options{Pool: pool, River: e.river, Config: cfg, Logger: quiet,
+		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now, Checkouts: checkouts}
+	for _, f := range serverOpts {
+		f(&opts)
+	}
+	s, err := New(opts)
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -149,6 +150,35 @@ func requireRetryAfter(t *testing.T, r reply) {
 	wait, err := strconv.Atoi(r.header.Get("Retry-After"))
 	require.NoError(t, err, "Retry-After %q", r.header.Get("Retry-After"))
 	require.GreaterOrEqual(t, wait, 1)
+}
+
+// TestOpenAPIConformanceTimeout: a mutation whose handler outlives its
+// deadline (here: the wallet row held by another transaction) answers the
+// documented 503 timeout with Retry-After, moves nothing, and the retry
+// with the same Idempotency-Key then runs, once.
+func TestOpenAPIConformanceTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, nil, func(o *Options) { o.HandlerTimeout = 300 * time.Millisecond })
+	c := newConformance(t, e)
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 10)
+	ctx := context.Background()
+	hold, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = hold.Rollback(ctx) }) // a failure below must not leave the pool waiting for it
+	_, err = hold.Exec(ctx, `SELECT 1 FROM wallets WHERE player_id = $1 AND currency = 'mana' FOR UPDATE`, alice.id)
+	require.NoError(t, err)
+	slow := c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "slow", body: `{"mana":4}`,
+		want: 503, code: CodeTimeout})
+	requireRetryAfter(t, slow)
+	require.NoError(t, hold.Rollback(ctx))
+	require.Zero(t, e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'conversion'`), "the timed-out request moved nothing")
+	done := c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "slow", body: `{"mana":4}`, want: 201})
+	again := c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "slow", body: `{"mana":4}`, want: 201})
+	require.True(t, again.replayed())
+	require.Equal(t, done.raw, again.raw, "the first run's answer, replayed")
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'conversion'`), "one conversion: two legs")
+	e.requireAuditClean()
 }
 
 // TestOpenAPIConformanceRateLimited: a player over the limit gets the

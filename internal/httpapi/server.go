@@ -40,6 +40,10 @@ type Options struct {
 	// DevCheckout, when set (billing dev only), serves the simulated hosted
 	// checkout page at checkout.SimulatedPath.
 	DevCheckout http.Handler
+	// HandlerTimeout bounds a mutating request's handler (0:
+	// idempotency.DefaultHandlerTimeout); past it the answer is 503
+	// timeout and the Idempotency-Key is free for the retry.
+	HandlerTimeout time.Duration
 }
 
 // Server is the HTTP handler plus what it must start and stop.

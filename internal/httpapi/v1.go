@@ -55,7 +55,7 @@ func newAPI(opts Options) *api {
 		wallets: wallet.New(opts.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}), limiter: newLimiter(cfg.RateLimit)}
 	a.idem = idempotency.NewMiddleware(idempotency.Options{
 		Pool: opts.Pool, PlayerID: playerID, WriteError: a.writeError, Now: opts.Now, Logger: opts.Logger,
-		MaxBodyBytes: maxBodyBytes,
+		MaxBodyBytes: maxBodyBytes, HandlerTimeout: opts.HandlerTimeout,
 	})
 	a.checkouts = opts.Checkouts
 	if a.checkouts == nil {
