@@ -219,19 +219,9 @@ func TestReversalPermutations(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const perms = 100
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	orders := make([]*fulfillment.Order, perms)
-	for seed := range perms {
-		orders[seed] = e.order("mana_1000", "stripe")
-		events := orderEvents(t, orders[seed].ID, fmt.Sprintf("s%d", seed))
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			e.deliverPermutation("stripe", uint64(seed), events)
-		})
-	}
-	wg.Wait()
+	orders := e.permutations("stripe", perms, func(o *fulfillment.Order, tag string) []stripeEvent {
+		return orderEvents(t, o.ID, tag)
+	})
 	for seed, o := range orders {
 		got := e.orderStatus(o.ID)
 		require.Equal(t, fulfillment.StatusDisputed, got.Status, "seed %d", seed)
@@ -242,6 +232,26 @@ func TestReversalPermutations(t *testing.T) {
 	require.Zero(t, e.count(`SELECT count(*) FROM debts WHERE outstanding <> 0`))
 	require.Equal(t, perms, e.count(`SELECT count(*) FROM payments WHERE status = 'applied'`))
 	e.requireClean()
+}
+
+// permutations opens perms orders of mana_1000 through provider and
+// delivers each one's events (from events, tagged by seed) in its seed's
+// order, eight orders at a time; it returns the orders by seed.
+func (e *env) permutations(provider string, perms int, events func(o *fulfillment.Order, tag string) []stripeEvent) []*fulfillment.Order {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	orders := make([]*fulfillment.Order, perms)
+	for seed := range perms {
+		orders[seed] = e.order("mana_1000", provider)
+		evs := events(orders[seed], fmt.Sprintf("%s%d", provider, seed))
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			e.deliverPermutation(provider, uint64(seed), evs)
+		})
+	}
+	wg.Wait()
+	return orders
 }
 
 // deliverPermutation delivers provider's events in seed's order from a
@@ -301,19 +311,9 @@ func TestPaddleChargebackReversedPermutations(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const perms = 40
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	orders := make([]*fulfillment.Order, perms)
-	for seed := range perms {
-		orders[seed] = e.order("mana_1000", "paddle")
-		events := paddleEvents(orders[seed].ID, fmt.Sprintf("p%d", seed))
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			e.deliverPermutation("paddle", uint64(seed), events)
-		})
-	}
-	wg.Wait()
+	orders := e.permutations("paddle", perms, func(o *fulfillment.Order, tag string) []stripeEvent {
+		return paddleEvents(o.ID, tag)
+	})
 	for seed, o := range orders {
 		got := e.orderStatus(o.ID)
 		require.Equal(t, fulfillment.StatusPartiallyRefunded, got.Status, "seed %d", seed)
