@@ -28,9 +28,9 @@ func newPaymentsMarkRefundedCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "mark-refunded --payment ID --refund-id R [--json]",
 		Short: "Record that an unapplied payment was refunded by hand at the provider",
-		Long: `mark-refunded records that the unapplied payment with row id --payment (the
-first column of 'billing payments list --unapplied --json': "id") was
-refunded in the provider's dashboard, under the provider's refund id. It
+		Long: `mark-refunded records that the unapplied payment with row id --payment (id=
+in 'billing payments list --unapplied', "id" with --json) was refunded in
+the provider's dashboard, under the provider's refund id. It
 moves no money (an unapplied payment minted nothing); the payment leaves the
 --unapplied list. Run it after the refund, never instead of it. Replay-safe:
 the same payment and refund id again change nothing; another refund id for

@@ -53,6 +53,9 @@ func (e *env) awaitEventJobs(kind, eventID string) ([]jobRow, error) {
 		if done {
 			return jobs, nil
 		}
+		if e.t.Failed() { // another permutation failed already: do not wait out every deadline
+			return nil, fmt.Errorf("%s jobs of event %s: stopped waiting, the test has failed", kind, eventID)
+		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%s jobs of event %s not finalized in time: %+v", kind, eventID, jobs)
 		}
