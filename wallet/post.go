@@ -199,6 +199,14 @@ SELECT false, ` + txColumns + ` FROM t`
 ` + foldedCreditWalletCTE + foldedTail
 )
 
+// DebitStatement is the one statement Post runs for a debit outside a
+// caller's transaction (a first post and a replay alike): $1 player, $2
+// currency, $3 signed amount, $4 kind, $5 reference, $6 key, $7 system
+// account. It is exported for benchmarks that run this same SQL with no Go
+// in the path (billing bench wallet), so a ratio against it measures the
+// client, not a different statement.
+func DebitStatement() string { return foldedDebitSQL }
+
 // foldedSQL is l's one-round-trip statement; its rows are scanned by
 // scanFolded.
 func (l leg) foldedSQL() (string, []any) {

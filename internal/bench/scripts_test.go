@@ -17,6 +17,7 @@ func TestPgBenchScriptsHaveNoVariablesInLiterals(t *testing.T) {
 	for name, script := range map[string]string{
 		"literalPost": literalPostScript, "ctePost": ctePostScript,
 		"apiWrite": apiWriteScript, "claimEnqueue": claimEnqueueScript,
+		"statementPost": statementPostScript, "statementReplay": statementReplayScript,
 	} {
 		for _, lit := range literal.FindAllString(script, -1) {
 			require.False(t, variable.MatchString(lit), "%s: literal %s holds a pgbench variable", name, lit)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -17,7 +18,7 @@ import (
 func init() {
 	Register(&Benchmark{
 		Name:  "wallet",
-		Short: "Wallet posts (funding-style debits of 1 Spark, each a fresh key) beside two pgbench baselines",
+		Short: "Wallet posts (funding-style debits of 1 Spark, each a fresh key) beside three pgbench baselines",
 		Flags: func(fs *pflag.FlagSet) {
 			fs.Int("wallets", 10000, "distinct players' Sparks wallets to spread the posts over")
 			fs.Bool("hot", false, "every post hits one player's wallet")
@@ -57,7 +58,9 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 	seedTime := time.Since(seedStart)
 	env.Progressf("seeded %d funded wallets in %s", wallets, seedTime.Round(time.Millisecond))
 
-	vars := map[string]string{"minp": fmt.Sprint(players[0]), "maxp": fmt.Sprint(players[len(players)-1]), "run": run}
+	vars := map[string]string{"minp": fmt.Sprint(players[0]), "maxp": fmt.Sprint(players[len(players)-1]), "run": run,
+		"cur": string(wallet.Sparks), "amt": "-1", "kind": string(wallet.KindFunding), "ref": "bench",
+		"acct": wallet.AccountFundingRevenue, "seedkey": seedKeyPrefix(run)}
 	keys := make([][]wallet.PostParams, env.Clients) // per client, for --replay
 	// Numbers each client's keys across rounds; a post cut off by a round's
 	// end may have committed, so its key is never used again.
@@ -76,31 +79,33 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 		}
 		return err
 	}
-	measured := map[string]*series{"pgbench_literal": {}, "pgbench_cte": {}, "wallet_first_posts": {}}
+	measured := map[string]*series{}
+	measure := func(name string, r *Report) {
+		if measured[name] == nil {
+			measured[name] = &series{}
+		}
+		measured[name].add(r)
+	}
 	slice := env.Duration / time.Duration(rounds)
 	for r := range rounds {
-		env.Progressf("wallet: round %d of %d: baseline (a) literal multi-statement post, baseline (b) one data-modifying CTE, wallet.Post first posts; %d clients, %s each",
+		env.Progressf("wallet: round %d of %d: baseline (a) literal multi-statement post, baseline (b) one data-modifying CTE, baseline (c) wallet.Post's own statement, wallet.Post first posts; %d clients, %s each",
 			r+1, rounds, env.Clients, slice)
 		vars["run"] = fmt.Sprintf("%s-%d", run, r) // pgbench's fixed seed repeats its keys each run
-		literal, err := PgBench(ctx, "pgbench_literal", env.DatabaseURL, literalPostScript, env.Clients, slice, vars)
-		if err != nil {
-			return nil, err
+		for _, b := range []struct{ name, script string }{
+			{"pgbench_literal", literalPostScript}, {"pgbench_cte", ctePostScript}, {"pgbench_statement", statementPostScript},
+		} {
+			rep, err := PgBench(ctx, b.name, env.DatabaseURL, b.script, env.Clients, slice, vars)
+			if err != nil {
+				return nil, err
+			}
+			measure(b.name, rep)
 		}
-		measured["pgbench_literal"].add(literal)
-		cte, err := PgBench(ctx, "pgbench_cte", env.DatabaseURL, ctePostScript, env.Clients, slice, vars)
-		if err != nil {
-			return nil, err
-		}
-		measured["pgbench_cte"].add(cte)
-		measured["wallet_first_posts"].add(Load(ctx, "wallet_first_posts", env.Clients, slice, withRNG(env.Clients, post)))
+		measure("wallet_first_posts", Load(ctx, "wallet_first_posts", env.Clients, slice, withRNG(env.Clients, post)))
 	}
 	first := measured["wallet_first_posts"].report("wallet_first_posts")
-	literal := measured["pgbench_literal"].report("pgbench_literal")
-	cte := measured["pgbench_cte"].report("pgbench_cte")
 	report := first
 	if replay {
-		env.Progressf("wallet.Post: replays of %d used keys, %d clients, %s", first.Ops, env.Clients, env.Duration)
-		report = Load(ctx, "wallet_replay", env.Clients, env.Duration, func(ctx context.Context, client int, seq int64) error {
+		replays := func(ctx context.Context, client int, seq int64) error {
 			ks := keys[client]
 			if len(ks) == 0 {
 				return fmt.Errorf("client %d has no key to replay", client)
@@ -110,12 +115,25 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 				err = fmt.Errorf("used key %q was not a replay", t.IdempotencyKey)
 			}
 			return err
-		})
+		}
+		for r := range rounds {
+			env.Progressf("wallet: replay round %d of %d: baseline (c) replaying the seed keys, wallet.Post replaying %d used keys; %d clients, %s each",
+				r+1, rounds, first.Ops, env.Clients, slice)
+			rep, err := PgBench(ctx, "pgbench_statement_replay", env.DatabaseURL, statementReplayScript, env.Clients, slice, vars)
+			if err != nil {
+				return nil, err
+			}
+			measure("pgbench_statement_replay", rep)
+			measure("wallet_replay", Load(ctx, "wallet_replay", env.Clients, slice, replays))
+		}
+		report = measured["wallet_replay"].report("wallet_replay")
 		report.AddBaseline("first_posts", first)
+		report.AddBaseline("pgbench_statement_replay", measured["pgbench_statement_replay"].report("pgbench_statement_replay"))
+	}
+	for _, name := range []string{"pgbench_literal", "pgbench_cte", "pgbench_statement"} {
+		report.AddBaseline(name, measured[name].report(name))
 	}
 	report.Name = "wallet"
-	report.AddBaseline("pgbench_literal", literal)
-	report.AddBaseline("pgbench_cte", cte)
 	report.Note("wallets", wallets)
 	report.Note("mode", map[bool]string{false: "fresh keys", true: "replay"}[replay])
 	report.Note("hot", hot)
@@ -163,7 +181,7 @@ func seedWallets(ctx context.Context, env Env, store *wallet.Store, n int, run s
 		wg.Go(func() {
 			for i := c; i < n; i += env.Clients {
 				_, err := store.Credit(ctx, wallet.PostParams{PlayerID: ids[i], Currency: wallet.Sparks, Amount: walletSeed,
-					Kind: wallet.KindAdjustment, Reference: "bench seed", IdempotencyKey: fmt.Sprintf("bench:%s:seed:%d", run, ids[i])})
+					Kind: wallet.KindAdjustment, Reference: "bench seed", IdempotencyKey: seedKeyPrefix(run) + strconv.FormatInt(ids[i], 10)})
 				if err != nil {
 					errs <- err
 					return
@@ -220,3 +238,40 @@ e AS (
     SELECT t.id, 'funding_revenue', NULL, 'sparks', 1, NULL, NULL FROM t)
 SELECT id FROM t;
 `
+
+// seedKeyPrefix begins the key of each seed credit; the player id ends it.
+// Baseline (c) replays these keys: every player in range has one.
+func seedKeyPrefix(run string) string { return "bench:" + run + ":seed:" }
+
+// Baseline (c) is wallet.Post's own debit statement (wallet.DebitStatement,
+// not a copy) run by pgbench, with its parameters bound from pgbench
+// variables: the gap between (b) and (c) is what the statement costs over
+// the bare CTE (its key probe, its wider result), and the gap between (c)
+// and wallet.Post is what the Go client costs. statementPostScript posts
+// under fresh keys; statementReplayScript replays the seed credits' keys,
+// so the statement takes its replay path (the key probe answers, the wallet
+// is not touched).
+var (
+	statementPostScript = `\set p random(:minp, :maxp)
+\set k random(1, 9000000000000000000)
+` + statementWithKey(`('pgs:' || :run::text || ':' || :client_id::text || ':' || :k::text)`) + ";\n"
+	statementReplayScript = `\set p random(:minp, :maxp)
+` + statementWithKey(`(:seedkey::text || :p::text)`) + ";\n"
+)
+
+// statementParam is a parameter of wallet.DebitStatement.
+var statementParam = regexp.MustCompile(`\$([0-9]+)`)
+
+// statementWithKey binds wallet.DebitStatement's parameters to pgbench
+// variables, the key to keyExpr. The statement casts every use of its
+// parameters, so the variables keep their types.
+func statementWithKey(keyExpr string) string {
+	vars := map[string]string{"1": ":p", "2": ":cur", "3": ":amt", "4": ":kind", "5": ":ref", "6": keyExpr, "7": ":acct"}
+	return statementParam.ReplaceAllStringFunc(wallet.DebitStatement(), func(m string) string {
+		v, ok := vars[m[1:]]
+		if !ok {
+			panic("bench: wallet.DebitStatement has parameter " + m + ", which baseline (c) does not bind")
+		}
+		return v
+	})
+}
