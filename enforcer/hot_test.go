@@ -1,0 +1,75 @@
+package enforcer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/enforcer"
+)
+
+// fundingWrites are the Marquee columns a funding writes (recordFunding).
+var fundingWrites = []string{"paid_through", "status", "last_funding_error", "last_funded_at", "updated_at"}
+
+// TestNoIndexCoversWhatFundingWrites: funding's daily update of every
+// running Marquee can only be a HOT update (no index entry written) while
+// no index of the table names a column it writes, in its key, its INCLUDE
+// list or its predicate, and the pages keep room for the new versions.
+func TestNoIndexCoversWhatFundingWrites(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
+	rows, err := e.pool.Query(e.ctx, `SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'marquees'::regclass`)
+	require.NoError(t, err)
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, defs, 3, "primary key, owner, sweep")
+	for _, def := range defs {
+		for _, col := range fundingWrites {
+			require.NotContains(t, def, col)
+		}
+	}
+	var opts []string
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'marquees'::regclass`).Scan(&opts))
+	require.Contains(t, opts, "fillfactor=50")
+}
+
+// TestDailyFundingIsHOT funds 60 Marquees (one page's worth and more, as
+// the sweep enqueues them: in id order, group-committed) for two days and
+// reads each Marquee's row version off its heap page (pageinspect): after
+// the second day every one is a heap-only tuple, so the day's funding
+// wrote no index entry.
+func TestDailyFundingIsHOT(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 20, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
+	_, err := e.pool.Exec(e.ctx, `CREATE EXTENSION IF NOT EXISTS pageinspect`)
+	require.NoError(t, err)
+	owner := e.player(1_000_000)
+	var ids []int64
+	for range 60 {
+		ids = append(ids, e.marquee(owner).ID)
+	}
+	worker := e.client(clientOpts{id: "w", svc: e.svc, maxWorkers: 64})
+	for _, day := range []string{"2024-03-10", "2024-03-11"} {
+		var params []river.InsertManyParams
+		for _, id := range ids {
+			params = append(params, river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: id, Day: day}})
+		}
+		_, err := worker.InsertMany(e.ctx, params)
+		require.NoError(t, err)
+		e.waitIdle(30 * time.Second)
+	}
+	require.Equal(t, int64(120), e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'funding'`))
+	require.Equal(t, int64(60), e.count(`SELECT count(*) FROM marquees WHERE paid_through = '2024-03-12T00:00:00Z'`))
+
+	var hot, all int64
+	require.NoError(t, e.pool.QueryRow(e.ctx, `
+		SELECT count(*) FILTER (WHERE h.t_infomask2 & 32768 <> 0), count(*)  -- HEAP_ONLY_TUPLE
+		FROM marquees m,
+		     LATERAL heap_page_items(get_raw_page('marquees', (m.ctid::text::point)[0]::int)) h
+		WHERE m.id = ANY($1) AND h.lp = (m.ctid::text::point)[1]::int`, ids).Scan(&hot, &all))
+	require.Equal(t, int64(60), all)
+	require.Equal(t, all, hot, "every Marquee's second-day funding is a HOT update")
+}
