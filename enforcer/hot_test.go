@@ -33,7 +33,7 @@ func TestNoIndexCoversWhatFundingWrites(t *testing.T) {
 	}
 	var opts []string
 	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'marquees'::regclass`).Scan(&opts))
-	require.Contains(t, opts, "fillfactor=50")
+	require.Contains(t, opts, "fillfactor=40")
 }
 
 // TestDailyFundingIsHOT funds 60 Marquees (one page's worth and more, as

@@ -58,9 +58,7 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 	seedTime := time.Since(seedStart)
 	env.Progressf("seeded %d funded wallets in %s", wallets, seedTime.Round(time.Millisecond))
 
-	vars := map[string]string{"minp": fmt.Sprint(players[0]), "maxp": fmt.Sprint(players[len(players)-1]), "run": run,
-		"cur": string(wallet.Sparks), "amt": "-1", "kind": string(wallet.KindFunding), "ref": "bench",
-		"acct": wallet.AccountFundingRevenue, "seedkey": seedKeyPrefix(run)}
+	vars := postVars(players[0], players[len(players)-1], run)
 	keys := make([][]wallet.PostParams, env.Clients) // per client, for --replay
 	// Numbers each client's keys across rounds; a post cut off by a round's
 	// end may have committed, so its key is never used again.
@@ -238,6 +236,15 @@ e AS (
     SELECT t.id, 'funding_revenue', NULL, 'sparks', 1, NULL, NULL FROM t)
 SELECT id FROM t;
 `
+
+// postVars are the pgbench variables of the post scripts: the players'
+// id range, the run (part of every key), and baseline (c)'s bound
+// parameters, the same post wallet.Post makes (a funding debit of 1).
+func postVars(minPlayer, maxPlayer int64, run string) map[string]string {
+	return map[string]string{"minp": strconv.FormatInt(minPlayer, 10), "maxp": strconv.FormatInt(maxPlayer, 10), "run": run,
+		"cur": string(wallet.Sparks), "amt": "-1", "kind": string(wallet.KindFunding), "ref": "bench",
+		"acct": wallet.AccountFundingRevenue, "seedkey": seedKeyPrefix(run)}
+}
 
 // seedKeyPrefix begins the key of each seed credit; the player id ends it.
 // Baseline (c) replays these keys: every player in range has one.

@@ -40,9 +40,7 @@ func TestStatementBaselineRunsWalletsStatement(t *testing.T) {
 			Kind: wallet.KindAdjustment, Reference: "seed", IdempotencyKey: seedKeyPrefix(run) + strconv.FormatInt(p, 10)})
 		require.NoError(t, err)
 	}
-	vars := map[string]string{"minp": strconv.FormatInt(players[0], 10), "maxp": strconv.FormatInt(players[2], 10), "run": run,
-		"cur": string(wallet.Sparks), "amt": "-1", "kind": string(wallet.KindFunding), "ref": "bench",
-		"acct": wallet.AccountFundingRevenue, "seedkey": seedKeyPrefix(run)}
+	vars := postVars(players[0], players[2], run)
 	totals := func() (n, balance int64) {
 		require.NoError(t, pl.QueryRow(ctx, `SELECT (SELECT count(*) FROM wallet_transactions), (SELECT sum(balance) FROM wallets)`).Scan(&n, &balance))
 		return n, balance
