@@ -16,8 +16,10 @@
 -- and each row's new version needs room on that same page before the old
 -- ones can be pruned: the free part of a page must hold as much as its
 -- live part, plus line pointers. At 50 it falls just short (a test funding
--- 60 Marquees for two days found 54-59 of them HOT on a busy machine); 40
--- leaves a margin (60 of 60). It applies to pages filled from now on;
+-- 60 new Marquees found 58-59 of them HOT); 40 leaves a margin (60 of
+-- 60). The next day's versions fit again once autovacuum has removed the
+-- old ones, which it does soon after a funding round (every row of the
+-- table left a dead version). It applies to pages filled from now on;
 -- existing pages reach it as non-HOT updates move rows off them. Marquees
 -- are one row per host, small next to the ledger that gains rows for each
 -- of them every day.
