@@ -30,7 +30,9 @@ func sh(name, script string, out *procs.TailBuffer) *procs.Proc {
 func TestStartStopRestart(t *testing.T) {
 	t.Parallel()
 	out := &procs.TailBuffer{}
-	p := sh("sleeper", `echo "env=$PROCS_TEST late=$LATE"; trap 'echo bye; exit 3' TERM; while :; do sleep 0.05; done`, out)
+	// The trap is set before the line the test waits for: a SIGTERM that
+	// came first would end the shell by the signal, not with status 3.
+	p := sh("sleeper", `trap 'echo bye; exit 3' TERM; echo "env=$PROCS_TEST late=$LATE"; while :; do sleep 0.05; done`, out)
 	p.SetEnv("LATE=set")
 	require.False(t, p.Running())
 	require.NoError(t, p.Start())
