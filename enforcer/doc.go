@@ -25,9 +25,12 @@
 //     owner, price, desired state and paid_through (one round trip);
 //  2. decide each day: stopped (not running) or already paid (paid_through
 //     covers the day) complete with nothing debited;
-//  3. debit the due days through the wallet in one pipeline
-//     (wallet.PostManyTx), each with its key marquee:<id>:<YYYY-MM-DD>:funding;
-//     a replayed key is already paid, lack of Sparks is insufficient;
+//  3. debit the due days through the wallet (wallet.PostManyTx), each with
+//     its key marquee:<id>:<YYYY-MM-DD>:funding: one lookup of their keys,
+//     one set-based statement for every debit that fits its owner's
+//     balance, and post by post for whatever that statement could not take
+//     (a refusal, a key another process committed first); a replayed key
+//     is already paid, lack of Sparks is insufficient;
 //  4. in one statement, move paid_through of the debited Marquees to the end
 //     of their day (never back: GREATEST, and a trigger refuses it) and mark
 //     the refused ones unfunded, except a Marquee still inside a paid day,

@@ -186,10 +186,12 @@ type SweepWorker struct {
 }
 
 // The sweep runs under the client's job timeout (BILLING_JOB_TIMEOUT, 1m by
-// default; 100,000 Marquees take about 4 s). A longer per-kind timeout would
-// also delay River's rescue of a sweep whose leader was killed mid-run by
-// that long, since the rescuer waits out the job's timeout first. A timed-out
-// or rescued sweep is simply run again: it only enqueues unique jobs.
+// default), far longer than a sweep needs: it only pages Marquees and
+// enqueues jobs (`billing bench funding --sweep-marquees N` times one). A
+// longer per-kind timeout would also delay River's rescue of a sweep whose
+// leader was killed mid-run by that long, since the rescuer waits out the
+// job's timeout first. A timed-out or rescued sweep is simply run again: it
+// only enqueues unique jobs.
 
 // Work implements river.Worker.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {

@@ -144,7 +144,7 @@ func TestSweepPagesAndDeduplicates(t *testing.T) {
 }
 
 // TestSweepHundredThousand sweeps 100,000 Marquees (skipped with -short).
-// The race detector slows River's insert path about 5x, and this test is
+// The race detector slows River's insert path severalfold, and this test is
 // about scale, not races: under -race it sweeps 20,000 (20 batches), and
 // .ci/run runs it again without -race at its full size.
 func TestSweepHundredThousand(t *testing.T) {

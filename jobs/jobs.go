@@ -36,17 +36,17 @@ const (
 )
 
 // Queues is the worker process's queue configuration. The money queues
-// fetch with a 10 ms cooldown instead of River's 100 ms: measured, that
-// alone took fund_day throughput from ~190 to ~500 jobs/s (the 100 ms
-// cooldown caps a queue near MaxWorkers*10 jobs/s), which is what funds
-// 100,000 Marquees in minutes rather than ten after midnight.
+// fetch with a 10 ms cooldown instead of River's 100 ms: a producer fetches
+// at most once per cooldown and at most MaxWorkers jobs at a time, so
+// River's default caps a queue near MaxWorkers*10 jobs/s, whatever the
+// database could do: too few for the backlog of Marquees after midnight.
 //
 // The funding queue runs 300 jobs at once although they hold no connection
 // while running: fund_day jobs are group-committed (enforcer/fundbatch.go),
 // two transactions at a time, and a batch can only be as large as the jobs
-// running together. Measured with bench funding (ratio to the wallet's own
-// distinct-debit rate, same invocation): 20 workers ~0.35x, 100 ~0.8x,
-// 200 ~1.0x, 300 ~1.14x.
+// running together, so more workers mean fuller batches and fewer commits
+// per job (docs/decisions/0005-group-commit.md; `billing bench funding
+// --max-workers N` measures it against the wallet's own debit rate).
 func Queues() map[string]river.QueueConfig {
 	const moneyCooldown = 10 * time.Millisecond
 	return map[string]river.QueueConfig{

@@ -1,8 +1,8 @@
 package wallet
 
-// This file is the wallet's public contract, fixed first so that the
-// enforcer, fulfillment and API work could be written against it in
-// parallel. Implementations live in the other files of the package.
+// This file is the wallet's public contract: the types, constants and
+// errors that its callers (the enforcer, fulfillment, the API) depend on.
+// Implementations live in the other files of the package.
 
 import (
 	"errors"

@@ -226,7 +226,7 @@ func snapshotTxs(ctx context.Context, pool *pgxpool.Pool, n int) ([]pgx.Tx, erro
 			return txs, err
 		}
 		// The entry history sorts a chunk's entries by wallet and seq: at
-		// the default 4MB it spills to disk and takes 1.8x as long.
+		// the default 4MB that sort spills to disk.
 		if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '64MB'`); err != nil {
 			return txs, err
 		}

@@ -176,7 +176,7 @@ func (a *auditor) keys(ctx context.Context) error {
 	var ids []int64
 	// Over the whole database, find the duplicate keys first with an
 	// index-only scan of the key's unique index (when it exists), then read
-	// only their transactions: grouping every row's key and id is 4x slower.
+	// only their transactions, instead of grouping every row's key and id.
 	q, args := `
 SELECT d.idempotency_key, array_agg(t.id ORDER BY t.id)
 FROM (SELECT idempotency_key FROM wallet_transactions GROUP BY idempotency_key HAVING count(*) > 1) d

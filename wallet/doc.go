@@ -56,7 +56,7 @@
 //
 // # Audit
 //
-// Audit checks invariants 1 to 3 of the design (balances equal their
+// Audit checks invariants 1 to 3 of docs/contract.md (balances equal their
 // entries, transactions balance, one transaction per key) with SQL
 // aggregations streamed in chunks, in one consistent snapshot.
 package wallet
