@@ -83,6 +83,12 @@ func payWith(t *testing.T, pool *pgxpool.Pool, client *river.Client[pgx.Tx], pro
 // tryPay is payWith for any goroutine: it returns the error.
 func tryPay(pool *pgxpool.Pool, client *river.Client[pgx.Tx], provider, eventID, paymentID string,
 	orderID, amount int64, currency string) error {
+	return tryPayArgs(pool, client, fulfillment.FulfillOrderArgs{OrderID: orderID, EventID: eventID,
+		Provider: provider, PaidAmount: amount, PaidCurrency: currency, PaymentID: paymentID})
+}
+
+// tryPayArgs claims an event row for a and inserts its job, in one transaction.
+func tryPayArgs(pool *pgxpool.Pool, client *river.Client[pgx.Tx], a fulfillment.FulfillOrderArgs) error {
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -91,12 +97,11 @@ func tryPay(pool *pgxpool.Pool, client *river.Client[pgx.Tx], provider, eventID,
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount,
 		paid_currency, payload) VALUES ($5, $1, 'checkout.session.completed', $2, $3, $4, '{}')`,
-		eventID, orderID, amount, currency, provider)
+		a.EventID, a.OrderID, a.PaidAmount, a.PaidCurrency, a.Provider)
 	if err != nil {
 		return err
 	}
-	_, err = client.InsertTx(ctx, tx, fulfillment.FulfillOrderArgs{OrderID: orderID, EventID: eventID,
-		Provider: provider, PaidAmount: amount, PaidCurrency: currency, PaymentID: paymentID}, nil)
+	_, err = client.InsertTx(ctx, tx, a, nil)
 	if err != nil {
 		return err
 	}

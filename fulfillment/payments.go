@@ -96,6 +96,16 @@ func insertPayment(ctx context.Context, tx pgx.Tx, p *Payment) error {
 	return nil
 }
 
+// recordPayment inserts p and records ids (its identity among them) as its
+// aliases.
+func recordPayment(ctx context.Context, tx pgx.Tx, p *Payment, ids []string) error {
+	if err := insertPayment(ctx, tx, p); err != nil {
+		return err
+	}
+	_, err := addAliases(ctx, tx, p, ids)
+	return err
+}
+
 // ListPaymentsParams filter ListPayments.
 type ListPaymentsParams struct {
 	UnappliedOnly bool  // status unapplied (received, minted nothing, not refunded yet)

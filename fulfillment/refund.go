@@ -13,8 +13,11 @@ import (
 // RefundRequest asks a provider to give an unapplied payment back.
 type RefundRequest struct {
 	PaymentID string // the provider's payment id
-	Amount    int64  // minor units
-	Currency  string
+	// Aliases are every id the payment is known by (PaymentID among them):
+	// Stripe refunds a PaymentIntent or a charge, not a Checkout Session.
+	Aliases  []string
+	Amount   int64 // minor units
+	Currency string
 	// IdempotencyKey is derived from our payment row id, so a retried job
 	// never refunds twice: the provider answers the first refund again.
 	IdempotencyKey string
@@ -54,12 +57,17 @@ func NewStripeRefunder(secretKey, apiURL string) *StripeRefunder {
 	return &StripeRefunder{client: stripe.NewClient(secretKey, stripe.WithBackends(stripe.NewBackendsWithConfig(cfg)))}
 }
 
-// Refund refunds r's PaymentIntent in full.
+// Refund refunds r's PaymentIntent (or, without one, its charge) in full.
 func (s *StripeRefunder) Refund(ctx context.Context, r RefundRequest) (string, error) {
-	if !strings.HasPrefix(r.PaymentID, "pi_") {
-		return "", fmt.Errorf("%w: stripe payment %q is not a PaymentIntent", ErrNotRefundable, r.PaymentID)
+	params := &stripe.RefundCreateParams{Amount: stripe.Int64(r.Amount)}
+	ids := append([]string{r.PaymentID}, r.Aliases...)
+	if pi := withPrefix(ids, "pi_"); pi != "" {
+		params.PaymentIntent = stripe.String(pi)
+	} else if ch := withPrefix(ids, "ch_"); ch != "" {
+		params.Charge = stripe.String(ch)
+	} else {
+		return "", fmt.Errorf("%w: stripe payment %q has no PaymentIntent or charge", ErrNotRefundable, r.PaymentID)
 	}
-	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(r.PaymentID), Amount: stripe.Int64(r.Amount)}
 	params.SetIdempotencyKey(r.IdempotencyKey)
 	params.AddMetadata("reason", "unapplied payment (billing)")
 	ref, err := s.client.V1Refunds.Create(ctx, params)
@@ -72,4 +80,14 @@ func (s *StripeRefunder) Refund(ctx context.Context, r RefundRequest) (string, e
 		return "", fmt.Errorf("fulfillment: stripe refund of %s: %w", r.PaymentID, err)
 	}
 	return ref.ID, nil
+}
+
+// withPrefix returns the first of ids that starts with prefix, or "".
+func withPrefix(ids []string, prefix string) string {
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			return id
+		}
+	}
+	return ""
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +42,9 @@ type ReversePaymentArgs struct {
 	State        string `json:"state"` // succeeded (refunds), open, won or lost (disputes)
 	Amount       int64  `json:"amount"`
 	Currency     string `json:"currency"`
+	// OtherRef is a second id the event names the payment by: Stripe's
+	// charge beside the PaymentIntent, Creem's checkout beside the order.
+	OtherRef string `json:"other_ref,omitempty"`
 }
 
 // Kind implements river.JobArgs; stable, it is stored in river_job.
@@ -81,8 +83,8 @@ func init() {
 	}
 }
 
-// ErrReversalRefused wraps the cancel error of a refund or dispute that
-// cannot apply to its payment (another currency, more than was paid).
+// ErrReversalRefused wraps the cancel error of a refund or dispute event
+// that cannot count towards its payment (malformed, another currency).
 var ErrReversalRefused = errors.New("fulfillment: refund or dispute refused")
 
 // ReverseWorker works ReversePaymentArgs.
@@ -100,8 +102,9 @@ func NewReverseWorker(opts WorkerOptions) *ReverseWorker {
 		reverse: &reverser{wallet: wallet.New(opts.Pool, wallet.Options{SparksPerMana: opts.SparksPerMana}), now: opts.Now}}
 }
 
-// Work records the reversal and, when its payment is known, brings the
-// payment's clawback to what all its reversals call for, in one transaction.
+// Work records the reversal event and, when its payment is known, decides
+// it and brings the payment's clawback to what its facts call for, in one
+// transaction.
 func (w *ReverseWorker) Work(ctx context.Context, job *river.Job[ReversePaymentArgs]) error {
 	outcome, err := w.work(ctx, job)
 	reversals.WithLabelValues(outcome).Inc()
@@ -110,32 +113,49 @@ func (w *ReverseWorker) Work(ctx context.Context, job *river.Job[ReversePaymentA
 
 func (w *ReverseWorker) work(ctx context.Context, job *river.Job[ReversePaymentArgs]) (string, error) {
 	a := job.Args
-	if err := a.validate(); err != nil {
-		return OutcomeRefused, river.JobCancel(err)
-	}
-	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.PaymentID)
+	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.refs())
 	if err != nil {
 		return OutcomeError, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := recordReversal(ctx, tx, a); err != nil {
+	invalid := a.validate()
+	if err := recordEvent(ctx, tx, a, errText(invalid)); err != nil {
 		return OutcomeError, err
 	}
-	p, o, err := lockPaymentAndOrder(ctx, tx, a.Provider, a.PaymentID)
+	if invalid != nil {
+		return w.finish(ctx, tx, job, evaluation{}, OutcomeRefused, invalid.Error())
+	}
+	p, o, err := lockPaymentAndOrder(ctx, tx, a.Provider, a.refs())
+	if err != nil || p == nil {
+		return w.finishUnknown(ctx, tx, job, err)
+	}
+	if _, err := addAliases(ctx, tx, p, a.refs()); err != nil {
+		return OutcomeError, err
+	}
+	ev, err := w.reverse.apply(ctx, tx, o, p, a.ReversalKind, a.ReversalID)
 	if err != nil {
 		return OutcomeError, err
 	}
-	outcome, refused := OutcomeAwaitingPayment, ""
-	if p != nil {
-		outcome = OutcomeApplied
-		if refused, err = w.reverse.apply(ctx, tx, o, p, a.ReversalKind, a.ReversalID); err != nil {
-			return OutcomeError, err
-		}
+	status, reason := ev.decision(a.EventID)
+	if status == EventRefused {
+		return w.finish(ctx, tx, job, ev, OutcomeRefused, reason)
 	}
-	return w.finish(ctx, tx, job, outcome, refused)
+	return w.finish(ctx, tx, job, ev, OutcomeApplied, "")
 }
 
-func (w *ReverseWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[ReversePaymentArgs], outcome, refused string) (string, error) {
+// finishUnknown completes the job of an event whose payment is not known
+// yet: the event waits, pending, for its payment.
+func (w *ReverseWorker) finishUnknown(ctx context.Context, tx pgx.Tx, job *river.Job[ReversePaymentArgs], err error) (string, error) {
+	if err != nil {
+		return OutcomeError, err
+	}
+	return w.finish(ctx, tx, job, evaluation{}, OutcomeAwaitingPayment, "")
+}
+
+// finish commits; a refused event's job is then cancelled (it stands out
+// in River UI), every other one completed in the transaction.
+func (w *ReverseWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[ReversePaymentArgs], ev evaluation,
+	outcome, refused string) (string, error) {
 	a := job.Args
 	what := fmt.Sprintf("%s %s %q", a.Provider, a.ReversalKind, a.ReversalID)
 	if refused == "" {
@@ -143,11 +163,10 @@ func (w *ReverseWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[Re
 			return OutcomeError, err
 		}
 	} else if err := tx.Commit(ctx); err != nil {
-		// Refused: the reversal is recorded and the job is cancelled below.
 		return OutcomeError, fmt.Errorf("fulfillment: commit %s: %w", what, err)
 	}
+	ev.report(func(msg string, args ...any) { w.logger.WarnContext(ctx, msg, args...) })
 	if refused != "" {
-		w.logger.WarnContext(ctx, "reversal refused", "provider", a.Provider, "reversal_id", a.ReversalID, "reason", refused)
 		return OutcomeRefused, river.JobCancel(fmt.Errorf("%w: %s %s %q of payment %q: %s",
 			ErrReversalRefused, a.Provider, a.ReversalKind, a.ReversalID, a.PaymentID, refused))
 	}
@@ -155,6 +174,15 @@ func (w *ReverseWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[Re
 		"payment_id", a.PaymentID, "outcome", outcome)
 	return outcome, nil
 }
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (a ReversePaymentArgs) refs() []string { return refs(a.PaymentID, a.OtherRef) }
 
 func (a ReversePaymentArgs) validate() error {
 	kindOK := (a.ReversalKind == ReversalRefund && a.State == StateSucceeded) ||
@@ -170,133 +198,55 @@ func (a ReversePaymentArgs) validate() error {
 	return nil
 }
 
-// recordReversal upserts the reversal row. A cumulative refund keeps its
-// largest amount; a dispute's state only moves forward, open < lost < won:
-// a closed dispute never reopens, and lost gives way to won because a
-// lost dispute can still be reversed in our favour (Paddle's
-// chargeback_reverse), while nothing turns a won dispute into a lost one.
-// So any arrival order of a dispute's events ends in the same state.
-func recordReversal(ctx context.Context, tx pgx.Tx, a ReversePaymentArgs) error {
-	_, err := tx.Exec(ctx, `INSERT INTO payment_reversals AS r (provider, reversal_id, payment_id, kind, state, amount, currency)
-		VALUES ($1, $2, $3, $4, $5, $6, lower($7))
-		ON CONFLICT (provider, reversal_id) DO UPDATE SET
-			amount = greatest(r.amount, EXCLUDED.amount),
-			state = CASE WHEN r.state = 'won' OR (r.state = 'lost' AND EXCLUDED.state <> 'won') THEN r.state
-				ELSE EXCLUDED.state END,
-			updated_at = now()`,
-		a.Provider, a.ReversalID, a.PaymentID, a.ReversalKind, a.State, a.Amount, a.Currency)
-	if err != nil {
-		return fmt.Errorf("fulfillment: record %s %s %q: %w", a.Provider, a.ReversalKind, a.ReversalID, err)
-	}
-	return nil
-}
-
 // lockPaymentAndOrder locks the order then the payment (the fulfil path's
-// order); nil, nil when the payment is not recorded yet.
-func lockPaymentAndOrder(ctx context.Context, tx pgx.Tx, provider, paymentID string) (*Payment, *Order, error) {
-	var orderID int64
-	err := tx.QueryRow(ctx, `SELECT order_id FROM payments WHERE provider = $1 AND payment_id = $2`,
-		provider, paymentID).Scan(&orderID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("fulfillment: find payment %s %q: %w", provider, paymentID, err)
+// order) that any of ids names; nil, nil when none is recorded yet.
+func lockPaymentAndOrder(ctx context.Context, tx pgx.Tx, provider string, ids []string) (*Payment, *Order, error) {
+	orderID, ok, err := paymentOrderByRefs(ctx, tx, provider, ids)
+	if err != nil || !ok {
+		return nil, nil, err
 	}
 	o, err := lockOrder(ctx, tx, orderID)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := paymentByProviderID(ctx, tx, provider, paymentID)
+	p, err := paymentByRefs(ctx, tx, provider, ids)
 	return p, o, err
 }
 
-// reverser brings a payment's clawback in line with its reversals.
+// reverser brings a payment's clawback in line with its facts.
 type reverser struct {
 	wallet *wallet.Store
 	now    func() time.Time
 }
 
-// lostMoney is what a payment's valid reversals took back from us.
-type lostMoney struct {
-	refunded, disputed int64
-	openDispute        bool
-}
-
-// apply refuses the reversals of p that cannot apply, then posts the one
-// clawback (or give-back) step that brings p's net clawback to
-// ceil(minted x lost / paid), capped at minted, and updates the order. It
-// returns why reversalID was refused, or "".
-func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, kind, reversalID string) (string, error) {
-	refused, err := refuseInvalid(ctx, tx, p, reversalID)
+// apply decides p's pending reversal events, folds its accepted ones into
+// facts, then posts the one clawback (or give-back) step that brings p's
+// net clawback to ceil(minted x lost / paid), capped at minted, and updates
+// the order. kind and reversalID name what set it off, in the step's key.
+func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, kind, reversalID string) (evaluation, error) {
+	events, err := eventsOf(ctx, tx, p)
 	if err != nil {
-		return "", err
+		return evaluation{}, err
 	}
-	lost, err := sumLost(ctx, tx, p)
-	if err != nil {
-		return "", err
+	decideAll(p, events)
+	if err := saveDecisions(ctx, tx, events); err != nil {
+		return evaluation{}, err
 	}
+	facts := foldFacts(p, events)
+	if err := saveFacts(ctx, tx, p, facts); err != nil {
+		return evaluation{}, err
+	}
+	lost := lostOf(facts)
 	target := clawbackTarget(p, lost)
 	if err := r.step(ctx, tx, p, target, kind, reversalID); err != nil {
-		return "", err
+		return evaluation{}, err
 	}
 	if p.Status == PaymentApplied {
 		if err := updateOrderMoney(ctx, tx, o, lost, target, r.now()); err != nil {
-			return "", err
+			return evaluation{}, err
 		}
 	}
-	return refused, nil
-}
-
-// refuseInvalid marks p's unrefused reversals in another currency or for
-// more than p's amount, and returns reversalID's refusal reason, if any.
-func refuseInvalid(ctx context.Context, tx pgx.Tx, p *Payment, reversalID string) (string, error) {
-	_, err := tx.Exec(ctx, `UPDATE payment_reversals SET rejected = CASE
-			WHEN currency <> $3 THEN format('%s in %s, payment is in %s', kind, currency, $3::text)
-			ELSE format('%s of %s exceeds the payment''s %s', kind, amount, $4::bigint) END, updated_at = now()
-		WHERE provider = $1 AND payment_id = $2 AND rejected IS NULL AND (currency <> $3 OR amount > $4)`,
-		p.Provider, p.PaymentID, strings.ToLower(p.Currency), p.Amount)
-	if err != nil {
-		return "", fmt.Errorf("fulfillment: check reversals of payment %d: %w", p.ID, err)
-	}
-	var reason string
-	err = tx.QueryRow(ctx, `SELECT coalesce(rejected, '') FROM payment_reversals WHERE provider = $1 AND reversal_id = $2`,
-		p.Provider, reversalID).Scan(&reason)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("fulfillment: read reversal %q: %w", reversalID, err)
-	}
-	return reason, nil
-}
-
-func sumLost(ctx context.Context, tx pgx.Tx, p *Payment) (lostMoney, error) {
-	var l lostMoney
-	err := tx.QueryRow(ctx, `SELECT
-			coalesce(sum(amount) FILTER (WHERE kind = 'refund'), 0),
-			coalesce(sum(amount) FILTER (WHERE kind = 'dispute' AND state IN ('open', 'lost')), 0),
-			coalesce(bool_or(kind = 'dispute' AND state IN ('open', 'lost')), false)
-		FROM payment_reversals WHERE provider = $1 AND payment_id = $2 AND rejected IS NULL`,
-		p.Provider, p.PaymentID).Scan(&l.refunded, &l.disputed, &l.openDispute)
-	if err != nil {
-		return l, fmt.Errorf("fulfillment: sum reversals of payment %d: %w", p.ID, err)
-	}
-	return l, nil
-}
-
-// total is the money gone back, at most what was paid: a refund seen both
-// as a refund and as a dispute is not taken twice.
-func (l lostMoney) total(paid int64) int64 { return min(paid, l.refunded+l.disputed) }
-
-// clawbackTarget is ceil(minted x lost / paid), capped at minted; 0 for a
-// payment that minted nothing.
-func clawbackTarget(p *Payment, l lostMoney) int64 {
-	lost := l.total(p.Amount)
-	if p.ManaMinted == 0 || lost <= 0 || p.Amount <= 0 {
-		return 0
-	}
-	n := new(big.Int).Mul(big.NewInt(p.ManaMinted), big.NewInt(lost))
-	n.Add(n, big.NewInt(p.Amount-1))
-	n.Quo(n, big.NewInt(p.Amount))
-	return min(p.ManaMinted, n.Int64())
+	return evaluation{payment: p, events: events}, nil
 }
 
 // step posts the difference between target and what p has clawed back so

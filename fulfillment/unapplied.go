@@ -22,12 +22,19 @@ func (w *Worker) unapplied(ctx context.Context, tx pgx.Tx, job *river.Job[Fulfil
 	a := job.Args
 	p := &Payment{Provider: a.Provider, PaymentID: a.paymentID(), OrderID: o.ID, PlayerID: o.PlayerID, EventID: a.EventID,
 		Amount: a.PaidAmount, Currency: strings.TrimSpace(a.PaidCurrency), Status: PaymentUnapplied, Reason: reason}
-	if err := insertPayment(ctx, tx, p); err != nil {
+	if err := recordPayment(ctx, tx, p, a.refs()); err != nil {
+		return OutcomeError, err
+	}
+	// Its refunds and disputes are decided too, though they claw nothing
+	// back: the payment minted nothing.
+	ev, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment")
+	if err != nil {
 		return OutcomeError, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return OutcomeError, fmt.Errorf("fulfillment: commit unapplied payment of order %d: %w", o.ID, err)
 	}
+	w.report(ctx, ev)
 	unappliedPayments.WithLabelValues(p.Provider).Inc()
 	w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
 		"amount", p.Amount, "currency", p.Currency, "reason", reason)
@@ -59,8 +66,12 @@ func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
 	if r == nil {
 		return "REFUND IT to the customer (no refund API configured for " + p.Provider + ")", nil
 	}
-	id, err := r.Refund(ctx, RefundRequest{PaymentID: p.PaymentID, Amount: p.Amount, Currency: p.Currency,
-		IdempotencyKey: RefundKey(p.ID)})
+	aliases, err := PaymentAliases(ctx, w.pool, p.ID)
+	if err != nil {
+		return "", err
+	}
+	id, err := r.Refund(ctx, RefundRequest{PaymentID: p.PaymentID, Aliases: aliases, Amount: p.Amount,
+		Currency: p.Currency, IdempotencyKey: RefundKey(p.ID)})
 	if errors.Is(err, ErrNotRefundable) {
 		return fmt.Sprintf("REFUND IT to the customer (automatic refund failed: %v)", err), nil
 	}

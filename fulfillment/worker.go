@@ -30,10 +30,14 @@ type FulfillOrderArgs struct {
 	Provider     string `json:"provider"`
 	PaidAmount   int64  `json:"paid_amount"`
 	PaidCurrency string `json:"paid_currency"`
-	// PaymentID is the provider's payment id (Stripe PaymentIntent or
-	// Checkout Session, Paddle transaction, Creem order). Empty in jobs
+	// PaymentID is the provider object that is the payment (Stripe's
+	// Checkout Session, Paddle's transaction, Creem's order). Empty in jobs
 	// enqueued before payments were recorded: see legacyPaymentID.
 	PaymentID string `json:"payment_id,omitempty"`
+	// Aliases are the other ids the event names the payment by (Stripe's
+	// PaymentIntent, Creem's checkout): refunds and disputes that name only
+	// one of them find the payment through it.
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 func (a FulfillOrderArgs) paymentID() string {
@@ -42,6 +46,9 @@ func (a FulfillOrderArgs) paymentID() string {
 	}
 	return a.PaymentID
 }
+
+// refs are every id the job's event names its payment by, its identity first.
+func (a FulfillOrderArgs) refs() []string { return refs(a.paymentID(), a.Aliases...) }
 
 // Kind implements river.JobArgs; stable, it is stored in river_job.
 func (FulfillOrderArgs) Kind() string { return "fulfill_order" }
@@ -140,7 +147,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[FulfillOrderArgs]) err
 
 func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (string, error) {
 	a := job.Args
-	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.paymentID())
+	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.refs())
 	if err != nil {
 		return OutcomeError, err
 	}
@@ -153,32 +160,62 @@ func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (st
 	if err != nil {
 		return OutcomeError, err
 	}
-	p, err := paymentByProviderID(ctx, tx, a.Provider, a.paymentID())
+	p, err := paymentByRefs(ctx, tx, a.Provider, a.refs())
 	if err != nil {
 		return OutcomeError, err
 	}
-	return w.decide(ctx, tx, job, o, p)
+	if p != nil {
+		return w.known(ctx, tx, job, o, p)
+	}
+	return w.decide(ctx, tx, job, o)
 }
 
-// decide applies the payment of job to o. p is the payment's row when an
-// earlier event about the same payment recorded it.
-func (w *Worker) decide(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, p *Payment) (string, error) {
+// known handles another event about payment p, already recorded: Stripe's
+// completed then async_payment_succeeded of one Checkout Session, a
+// redelivery under another event id, or a retry after a commit whose
+// acknowledgement was lost. Nothing mints again; ids the event adds are
+// recorded as aliases, and the events that named only them are decided.
+func (w *Worker) known(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, p *Payment) (string, error) {
+	added, err := addAliases(ctx, tx, p, job.Args.refs())
+	if err != nil {
+		return OutcomeError, err
+	}
+	var ev evaluation
+	if added > 0 {
+		if ev, err = w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment"); err != nil {
+			return OutcomeError, err
+		}
+	}
+	if p.Status == PaymentApplied {
+		if added > 0 {
+			if err := completeAndCommit(ctx, tx, job, "order "+strconv.FormatInt(o.ID, 10)); err != nil {
+				return OutcomeError, err
+			}
+			w.report(ctx, ev)
+		}
+		return OutcomeAlreadyFulfilled, nil
+	}
+	// Seen before and unapplied: finish its refund.
+	if err := tx.Commit(ctx); err != nil {
+		return OutcomeError, fmt.Errorf("fulfillment: commit payment %d: %w", p.ID, err)
+	}
+	w.report(ctx, ev)
+	why := p.Reason
+	if o.Status == StatusRejected {
+		why = fmt.Sprintf("order %d was rejected earlier (%s)", o.ID, o.Reason)
+	}
+	return w.settleUnapplied(ctx, p, why)
+}
+
+// report logs and counts what an evaluation decided, after its commit.
+func (w *Worker) report(ctx context.Context, ev evaluation) {
+	ev.report(func(msg string, args ...any) { w.logger.WarnContext(ctx, msg, args...) })
+}
+
+// decide applies the first event of a payment to o.
+func (w *Worker) decide(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order) (string, error) {
 	a := job.Args
 	switch {
-	case p != nil && p.Status == PaymentApplied:
-		// Another event about the same payment (Stripe's completed then
-		// async_payment_succeeded), a redelivery under another event id,
-		// or a retry after a commit whose acknowledgement was lost: the
-		// Mana is already there.
-		return OutcomeAlreadyFulfilled, nil
-	case p != nil:
-		// Seen before and unapplied: commit nothing, finish its refund.
-		why := p.Reason
-		if o.Status == StatusRejected {
-			why = fmt.Sprintf("order %d was rejected earlier (%s)", o.ID, o.Reason)
-		}
-		_ = tx.Rollback(ctx)
-		return w.settleUnapplied(ctx, p, why)
 	case o.Paid():
 		return w.unapplied(ctx, tx, job, o, fmt.Sprintf("order %d is already paid (a second, distinct payment)", o.ID))
 	case o.Status == StatusRejected:
@@ -237,7 +274,7 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	}
 	p := &Payment{Provider: a.Provider, PaymentID: a.paymentID(), OrderID: o.ID, PlayerID: o.PlayerID, EventID: a.EventID,
 		Amount: a.PaidAmount, Currency: o.Currency, ManaMinted: o.Mana, Status: PaymentApplied}
-	if err := insertPayment(ctx, tx, p); err != nil {
+	if err := recordPayment(ctx, tx, p, a.refs()); err != nil {
 		return OutcomeError, err
 	}
 	if err := markFulfilled(ctx, tx, o.ID, t.ID, w.now()); err != nil {
@@ -245,30 +282,17 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	}
 	// Refunds or disputes that arrived before the payment were recorded
 	// then; the payment mints, and is clawed back at once.
-	if _, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment"); err != nil {
+	ev, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment")
+	if err != nil {
 		return OutcomeError, err
 	}
 	if err := completeAndCommit(ctx, tx, job, "order "+strconv.FormatInt(o.ID, 10)); err != nil {
 		return OutcomeError, err
 	}
+	w.report(ctx, ev)
 	w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
 		"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
 	return OutcomeFulfilled, nil
-}
-
-// beginForPayment begins the transaction of a job about one provider
-// payment, holding the payment's lock (lockPaymentKey) from the start. The
-// caller rolls it back on every path that does not commit.
-func beginForPayment(ctx context.Context, pool *pgxpool.Pool, provider, paymentID string) (pgx.Tx, error) {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("fulfillment: begin: %w", err)
-	}
-	if err := lockPaymentKey(ctx, tx, provider, paymentID); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return tx, nil
 }
 
 // completeAndCommit marks job completed inside tx and commits, so the job

@@ -187,11 +187,13 @@ func jobArgs(ev *Event) river.JobArgs {
 			PaidAmount:   ev.Payment.Amount,
 			PaidCurrency: ev.Payment.Currency,
 			PaymentID:    ev.Payment.PaymentID,
+			Aliases:      ev.Payment.Aliases,
 		}
 	case ev.Reversal != nil:
 		r := ev.Reversal
 		return fulfillment.ReversePaymentArgs{Provider: ev.Provider, EventID: ev.ID, PaymentID: r.PaymentID,
-			ReversalID: r.ReversalID, ReversalKind: r.Kind, State: r.State, Amount: r.Amount, Currency: r.Currency}
+			ReversalID: r.ReversalID, ReversalKind: r.Kind, State: r.State, Amount: r.Amount, Currency: r.Currency,
+			OtherRef: r.OtherRef}
 	}
 	return nil
 }

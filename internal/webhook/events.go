@@ -35,10 +35,13 @@ type Payment struct {
 	OrderID  int64
 	Amount   int64  // minor units
 	Currency string // as sent; compared case-insensitively
-	// PaymentID is the provider's id of the money movement: Stripe's
-	// PaymentIntent (the Checkout Session's id when it has none), Paddle's
-	// transaction, Creem's order (its checkout's id when it has none).
+	// PaymentID is the provider object that is the payment: Stripe's
+	// Checkout Session (whatever its events carry), Paddle's transaction,
+	// Creem's order (its checkout's id when it has none).
 	PaymentID string
+	// Aliases are other ids of the same payment: Stripe's PaymentIntent,
+	// Creem's checkout. Refunds and disputes name the payment by them.
+	Aliases []string
 }
 
 // Reversal is a refund or dispute as the provider reports it.
@@ -49,6 +52,9 @@ type Reversal struct {
 	State      string // fulfillment.StateSucceeded, StateOpen, StateWon or StateLost
 	Amount     int64  // minor units; for Stripe's charge.refunded the cumulative amount_refunded
 	Currency   string
+	// OtherRef is a second id of the payment the event names: Stripe's
+	// charge beside the PaymentIntent, Creem's checkout beside the order.
+	OtherRef string
 }
 
 // Completed-payment event types.
@@ -150,7 +156,7 @@ func parseStripe(body []byte) (*Event, error) {
 			return nil, err
 		}
 	}
-	p, err := payment(int64(order), s.AmountTotal, s.Currency, cmp.Or(string(s.PaymentIntent), s.ID))
+	p, err := payment(int64(order), s.AmountTotal, s.Currency, s.ID, string(s.PaymentIntent))
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +261,7 @@ func parseCreem(body []byte) (*Event, error) {
 	if err := unmarshal(e.Object, &c); err != nil {
 		return nil, err
 	}
-	p, err := payment(int64(c.Metadata.OrderID), c.Order.Amount, c.Order.Currency, cmp.Or(c.Order.ID, c.ID))
+	p, err := payment(int64(c.Metadata.OrderID), c.Order.Amount, c.Order.Currency, cmp.Or(c.Order.ID, c.ID), c.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +269,9 @@ func parseCreem(body []byte) (*Event, error) {
 	return ev, nil
 }
 
-func payment(orderID int64, amount *int64, currency, paymentID string) (*Payment, error) {
+// payment checks a completed payment; aliases equal to paymentID or empty
+// are dropped.
+func payment(orderID int64, amount *int64, currency, paymentID string, aliases ...string) (*Payment, error) {
 	switch {
 	case orderID <= 0:
 		return nil, fmt.Errorf("%w: completed payment without our order id", ErrMalformedPayload)
@@ -279,7 +287,17 @@ func payment(orderID int64, amount *int64, currency, paymentID string) (*Payment
 			return nil, err
 		}
 	}
-	return &Payment{OrderID: orderID, Amount: *amount, Currency: currency, PaymentID: paymentID}, nil
+	p := &Payment{OrderID: orderID, Amount: *amount, Currency: currency, PaymentID: paymentID}
+	for _, a := range aliases {
+		if a == "" || a == paymentID || paymentID == "" {
+			continue
+		}
+		if err := checkText("payment alias", a); err != nil {
+			return nil, err
+		}
+		p.Aliases = append(p.Aliases, a)
+	}
+	return p, nil
 }
 
 func notLetter(r rune) bool { return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') }

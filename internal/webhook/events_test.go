@@ -22,13 +22,13 @@ func TestParseEventCompletedPayments(t *testing.T) {
 		name, provider, body string
 		want                 Payment
 	}{
-		{"stripe fixture", "stripe", stripeFixture, Payment{42, 999, "usd", "pi_3Q0aBcDeFgHiJkLm0aBcDeFg"}},
-		{"stripe built", "stripe", string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{42, 999, "usd", "pi_order_42"}},
-		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{7, 5, "eur", ""}},
-		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{8, 5, "eur", ""}},
-		{"paddle built", "paddle", string(devwebhook.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{42, 3999, "USD", "txn_order_42"}},
-		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{9, 120, "GBP", ""}},
-		{"creem built", "creem", string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{42, 999, "EUR", "ord_order_42"}},
+		{"stripe fixture", "stripe", stripeFixture, Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_a1b2c3d4e5f6g7h8i9j0", Aliases: []string{"pi_3Q0aBcDeFgHiJkLm0aBcDeFg"}}},
+		{"stripe built", "stripe", string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_evt_b", Aliases: []string{"pi_order_42"}}},
+		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{OrderID: 7, Amount: 5, Currency: "eur", PaymentID: ""}},
+		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{OrderID: 8, Amount: 5, Currency: "eur", PaymentID: ""}},
+		{"paddle built", "paddle", string(devwebhook.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{OrderID: 42, Amount: 3999, Currency: "USD", PaymentID: "txn_order_42"}},
+		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{OrderID: 9, Amount: 120, Currency: "GBP", PaymentID: ""}},
+		{"creem built", "creem", string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{OrderID: 42, Amount: 999, Currency: "EUR", PaymentID: "ord_order_42", Aliases: []string{"ch_evt_c"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev, err := ParseEvent(c.provider, []byte(c.body))
@@ -89,25 +89,25 @@ func TestParseEventReversals(t *testing.T) {
 		want                 Reversal
 	}{
 		{"stripe refund built", "stripe", string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "ch_1", "refund", "succeeded", 300, "usd")),
-			Reversal{"pi_1", "charge:ch_1", "refund", "succeeded", 300, "usd"}},
+			Reversal{PaymentID: "pi_1", ReversalID: "charge:ch_1", Kind: "refund", State: "succeeded", Amount: 300, Currency: "usd", OtherRef: "ch_1"}},
 		{"stripe charge without payment intent", "stripe", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch_2","amount":999,"amount_refunded":999,"currency":"usd","payment_intent":null}}}`,
-			Reversal{"ch_2", "charge:ch_2", "refund", "succeeded", 999, "usd"}},
+			Reversal{PaymentID: "ch_2", ReversalID: "charge:ch_2", Kind: "refund", State: "succeeded", Amount: 999, Currency: "usd"}},
 		{"stripe dispute created", "stripe", string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "dp_1", "dispute", "open", 999, "usd")),
-			Reversal{"pi_1", "dp_1", "dispute", "open", 999, "usd"}},
+			Reversal{PaymentID: "pi_1", ReversalID: "dp_1", Kind: "dispute", State: "open", Amount: 999, Currency: "usd", OtherRef: "ch_pi_1"}},
 		{"stripe dispute won", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_1","amount":5,"currency":"eur","charge":"ch_9","payment_intent":{"id":"pi_9"},"status":"won"}}}`,
-			Reversal{"pi_9", "dp_1", "dispute", "won", 5, "eur"}},
+			Reversal{PaymentID: "pi_9", ReversalID: "dp_1", Kind: "dispute", State: "won", Amount: 5, Currency: "eur", OtherRef: "ch_9"}},
 		{"stripe inquiry closed", "stripe", `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_2","amount":5,"currency":"eur","charge":"ch_9","status":"warning_closed"}}}`,
-			Reversal{"ch_9", "dp_2", "dispute", "won", 5, "eur"}},
+			Reversal{PaymentID: "ch_9", ReversalID: "dp_2", Kind: "dispute", State: "won", Amount: 5, Currency: "eur"}},
 		{"paddle refund", "paddle", string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_1", "refund", "succeeded", 120, "USD")),
-			Reversal{"txn_1", "adj_1", "refund", "succeeded", 120, "USD"}},
+			Reversal{PaymentID: "txn_1", ReversalID: "adj_1", Kind: "refund", State: "succeeded", Amount: 120, Currency: "USD"}},
 		{"paddle chargeback", "paddle", string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_2", "dispute", "lost", 120, "USD")),
-			Reversal{"txn_1", "chargeback:txn_1", "dispute", "lost", 120, "USD"}},
+			Reversal{PaymentID: "txn_1", ReversalID: "chargeback:txn_1", Kind: "dispute", State: "lost", Amount: 120, Currency: "USD"}},
 		{"paddle chargeback reversed", "paddle", string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_3", "dispute", "won", 120, "USD")),
-			Reversal{"txn_1", "chargeback:txn_1", "dispute", "won", 120, "USD"}},
+			Reversal{PaymentID: "txn_1", ReversalID: "chargeback:txn_1", Kind: "dispute", State: "won", Amount: 120, Currency: "USD"}},
 		{"creem refund", "creem", string(devwebhook.ReversalEvent("creem", "e", "ord_1", "ref_1", "refund", "succeeded", 10, "EUR")),
-			Reversal{"ord_1", "ref_1", "refund", "succeeded", 10, "EUR"}},
+			Reversal{PaymentID: "ord_1", ReversalID: "ref_1", Kind: "refund", State: "succeeded", Amount: 10, Currency: "EUR"}},
 		{"creem dispute", "creem", string(devwebhook.ReversalEvent("creem", "e", "ord_1", "disp_1", "dispute", "open", 10, "EUR")),
-			Reversal{"ord_1", "disp_1", "dispute", "open", 10, "EUR"}},
+			Reversal{PaymentID: "ord_1", ReversalID: "disp_1", Kind: "dispute", State: "open", Amount: 10, Currency: "EUR"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev, err := ParseEvent(c.provider, []byte(c.body))

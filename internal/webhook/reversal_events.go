@@ -61,13 +61,13 @@ func parseStripeReversal(typ string, obj []byte) (*Reversal, error) {
 	switch typ {
 	case StripeChargeRefunded:
 		r.Kind, r.State, r.ReversalID = fulfillment.ReversalRefund, fulfillment.StateSucceeded, "charge:"+m.ID
-		return checkReversal(r, m.AmountRefunded, cmp.Or(r.PaymentID, m.ID))
+		return checkReversal(r, m.AmountRefunded, cmp.Or(r.PaymentID, m.ID), m.ID)
 	case StripeDisputeCreated:
 		r.Kind, r.State = fulfillment.ReversalDispute, fulfillment.StateOpen
 	default:
 		r.Kind, r.State = fulfillment.ReversalDispute, stripeDisputeOutcome(m.Status)
 	}
-	return checkReversal(r, m.Amount, cmp.Or(r.PaymentID, string(m.Charge)))
+	return checkReversal(r, m.Amount, cmp.Or(r.PaymentID, string(m.Charge)), string(m.Charge))
 }
 
 // stripeDisputeOutcome maps a closed dispute's status: lost keeps the
@@ -124,7 +124,7 @@ func parsePaddleAdjustment(data []byte) (*Reversal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: adjustment total %q is not an integer", ErrMalformedPayload, truncate(a.Totals.Total))
 	}
-	return checkReversal(r, &n, r.PaymentID)
+	return checkReversal(r, &n, r.PaymentID, "")
 }
 
 // PaddleChargebackID is the reversal id of the chargeback of Paddle
@@ -157,14 +157,22 @@ func parseCreemReversal(typ string, obj []byte) (*Reversal, error) {
 	r := &Reversal{ReversalID: c.ID, PaymentID: cmp.Or(c.Order.ID, c.Checkout.ID)}
 	if typ == CreemRefundCreated {
 		r.Kind, r.State, r.Currency = fulfillment.ReversalRefund, fulfillment.StateSucceeded, c.RefundCurrency
-		return checkReversal(r, c.RefundAmount, r.PaymentID)
+		return checkReversal(r, c.RefundAmount, r.PaymentID, c.Checkout.ID)
 	}
 	r.Kind, r.State, r.Currency = fulfillment.ReversalDispute, fulfillment.StateOpen, c.Currency
-	return checkReversal(r, c.Amount, r.PaymentID)
+	return checkReversal(r, c.Amount, r.PaymentID, c.Checkout.ID)
 }
 
-func checkReversal(r *Reversal, amount *int64, paymentID string) (*Reversal, error) {
+// checkReversal checks r, naming its payment paymentID and, when it is
+// another id, otherRef.
+func checkReversal(r *Reversal, amount *int64, paymentID, otherRef string) (*Reversal, error) {
 	r.PaymentID = paymentID
+	if otherRef != paymentID && otherRef != "" {
+		if err := checkText("payment reference", otherRef); err != nil {
+			return nil, err
+		}
+		r.OtherRef = otherRef
+	}
 	switch {
 	case amount == nil || *amount < 0:
 		return nil, fmt.Errorf("%w: %s without a non-negative amount", ErrMalformedPayload, r.Kind)
