@@ -87,3 +87,15 @@ func runChecks(ctx context.Context, db DB, checks []auditCheck) ([]Violation, er
 	}
 	return out, nil
 }
+
+// AuditCheckNames lists every check Audit and AuditPayments run, by name,
+// in order: what a test must show each of them finding.
+func AuditCheckNames() []string {
+	var names []string
+	for _, checks := range [][]auditCheck{auditChecks, paymentChecks, truthChecks} {
+		for _, c := range checks {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}

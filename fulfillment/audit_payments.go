@@ -52,10 +52,94 @@ FULL JOIN (SELECT t.player_id, sum(e.amount) AS total FROM ledger_entries e
 WHERE coalesce(d.outstanding, 0) <> -coalesce(r.total, 0) OR d.outstanding < 0`},
 }
 
-// AuditPayments checks invariants 7 to 9 over the whole database and
+// truthChecks are invariant 10, the provider's truth: for every payment,
+// the Mana clawed back equals what its accepted facts imply, and no
+// refused event changed an accepted fact. They recompute, from the events
+// as the provider sent them, what the worker decides (which events count,
+// each fact's fold, the clawback), in SQL written apart from the worker:
+//
+//   - every event naming a known payment is decided;
+//   - an event is accepted exactly when it is well formed and in the
+//     payment's currency (a refusal for an id another payment or kind
+//     already holds is the one other reason allowed);
+//   - each fact is the fold of its accepted events (largest amount,
+//     furthest state open < lost < won), and no fact lacks them;
+//   - each payment's clawed_back_mana is ceil(minted x min(paid, refunds +
+//     open or lost disputes) / paid), capped at minted;
+//   - one payment per provider object (Stripe's Checkout Session, Paddle's
+//     transaction, Creem's checkout), read from the events' own payloads.
+var truthChecks = []auditCheck{
+	{10, "reversal_event_undecided", `
+SELECT p.order_id, format('%s event %s (%s %s) names payment %s %s but is still pending', e.provider, e.event_id,
+	e.kind, e.reversal_id, p.provider, p.payment_id)
+FROM payments p JOIN payment_aliases a ON a.payment = p.id
+JOIN reversal_events e ON e.provider = a.provider AND (e.payment_ref = a.alias OR e.other_ref = a.alias)
+WHERE e.status = 'pending'`},
+	{10, "reversal_event_wrongly_refused", `
+SELECT p.order_id, format('%s event %s (%s %s of %s %s) was refused (%s), but it is the provider''s truth for payment %s',
+	e.provider, e.event_id, e.kind, e.reversal_id, e.amount, e.currency, e.reason, p.payment_id)
+FROM reversal_events e JOIN payments p ON p.id = e.payment
+WHERE e.status = 'refused' AND `+wellFormedEvent+` AND lower(e.currency) = lower(p.currency)
+	AND NOT EXISTS (SELECT 1 FROM reversal_events o WHERE o.provider = e.provider AND o.reversal_id = e.reversal_id
+		AND o.status = 'accepted' AND (o.payment <> e.payment OR o.kind <> e.kind))`},
+	{10, "reversal_event_wrongly_accepted", `
+SELECT coalesce(p.order_id, 0), format('%s event %s (%s %s of %s %s) was accepted for payment %s in %s',
+	e.provider, e.event_id, e.kind, e.reversal_id, e.amount, e.currency, coalesce(p.payment_id, 'none'), coalesce(p.currency, '-'))
+FROM reversal_events e LEFT JOIN payments p ON p.id = e.payment
+WHERE e.status = 'accepted' AND (p.id IS NULL OR NOT (`+wellFormedEvent+`) OR lower(e.currency) <> lower(p.currency))`},
+	{10, "reversal_fact_vs_events", `
+WITH folded AS (
+	SELECT provider, reversal_id, min(payment) AS payment, min(kind) AS kind, max(amount) AS amount,
+		(array['open', 'lost', 'won'])[max(array_position(array['open', 'lost', 'won'], state))] AS dispute_state,
+		count(DISTINCT payment) AS payments
+	FROM reversal_events WHERE status = 'accepted' GROUP BY provider, reversal_id)
+SELECT coalesce(p.order_id, 0), format('%s %s: fact %s, its accepted events fold to %s', coalesce(f.provider, r.provider),
+	coalesce(f.reversal_id, r.reversal_id),
+	coalesce(format('%s %s %s %s of payment %s', r.kind, r.state, r.amount, r.currency, r.payment), 'missing'),
+	coalesce(format('%s %s %s of payment %s', f.kind, coalesce(f.dispute_state, 'succeeded'), f.amount, f.payment), 'nothing'))
+FROM folded f
+FULL JOIN payment_reversals r ON r.provider = f.provider AND r.reversal_id = f.reversal_id
+LEFT JOIN payments p ON p.id = coalesce(f.payment, r.payment)
+WHERE f.reversal_id IS NULL OR r.reversal_id IS NULL OR f.payments > 1 OR r.payment <> f.payment
+	OR r.kind <> f.kind OR r.amount <> f.amount OR r.state <> coalesce(f.dispute_state, 'succeeded')
+	OR lower(r.currency) <> lower(p.currency)`},
+	{10, "clawback_vs_facts", `
+WITH lost AS (
+	SELECT payment, sum(amount) FILTER (WHERE kind = 'refund' OR state IN ('open', 'lost')) AS lost
+	FROM (SELECT payment, reversal_id, min(kind) AS kind, max(amount) AS amount,
+			(array['succeeded', 'open', 'lost', 'won'])[max(array_position(array['succeeded', 'open', 'lost', 'won'], state))] AS state
+		FROM reversal_events WHERE status = 'accepted' GROUP BY payment, reversal_id) facts
+	GROUP BY payment),
+target AS (
+	SELECT p.*, least(p.amount, coalesce(l.lost, 0)) AS gone FROM payments p LEFT JOIN lost l ON l.payment = p.id)
+SELECT order_id, format('payment %s %s clawed back %s Mana; its facts (%s of %s paid gone back) call for %s',
+	provider, payment_id, clawed_back_mana, gone, amount, want)
+FROM (SELECT t.*, CASE WHEN mana_minted = 0 OR gone <= 0 OR amount <= 0 THEN 0
+		ELSE least(mana_minted, div(mana_minted::numeric * gone + amount - 1, amount)) END AS want FROM target t) x
+WHERE clawed_back_mana <> want`},
+	{10, "payments_per_provider_object", `
+SELECT min(order_id), format('%s %s is one payment, recorded as %s: %s', provider, object, count(*),
+	string_agg(payment_id, ', ' ORDER BY id))
+FROM (SELECT p.id, p.order_id, p.provider, p.payment_id, CASE p.provider
+		WHEN 'stripe' THEN j->'data'->'object'->>'id'
+		WHEN 'paddle' THEN j->'data'->>'id'
+		WHEN 'creem' THEN j->'object'->>'id' END AS object
+	FROM payments p JOIN webhook_events w ON w.provider = p.provider AND w.event_id = p.event_id
+	CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(convert_from(w.payload, 'UTF8')::jsonb) = 'object'
+		THEN convert_from(w.payload, 'UTF8')::jsonb END AS j) x) o
+WHERE object IS NOT NULL GROUP BY provider, object HAVING count(*) > 1`},
+}
+
+// wellFormedEvent is the SQL of a reversal event a provider could send:
+// a known kind and state, an amount, ids.
+const wellFormedEvent = `((e.kind = 'refund' AND e.state = 'succeeded')
+	OR (e.kind = 'dispute' AND e.state IN ('open', 'lost', 'won')))
+	AND e.amount >= 0 AND e.reversal_id <> '' AND e.payment_ref <> ''`
+
+// AuditPayments checks invariants 7 to 10 over the whole database and
 // returns every violation (none when clean); OrderID holds the player id
 // for invariant 9. Run it in a REPEATABLE READ transaction (pass the
 // pgx.Tx) to see one snapshot while work runs.
 func AuditPayments(ctx context.Context, db DB) ([]Violation, error) {
-	return runChecks(ctx, db, paymentChecks)
+	return runChecks(ctx, db, append(paymentChecks[:len(paymentChecks):len(paymentChecks)], truthChecks...))
 }

@@ -1,5 +1,5 @@
 // Package audit runs every invariant check of the system (docs/contract.md,
-// invariants 1-9) as one audit: the wallet's ledger checks (1-3) and each
+// invariants 1-10) as one audit: the wallet's ledger checks (1-3) and each
 // domain's own (4: enforcer, 5: fulfillment, 6: webhook, and whatever a
 // domain adds). `billing ledger verify` and every money test (through
 // audittest.RequireClean) call Run, so "the full audit" means one thing.
@@ -69,7 +69,7 @@ var domainChecks = []domainCheck{
 	{"webhook", 6, 6, func(ctx context.Context, db dbtx.DB, o Options) ([]string, error) {
 		return lines(webhook.Audit(ctx, db, webhook.AuditOptions{Since: o.WebhookSince}))
 	}},
-	{"payments", 7, 9, plain(fulfillment.AuditPayments)},
+	{"payments", 7, 10, plain(fulfillment.AuditPayments)},
 }
 
 // plain adapts a domain audit that needs no options.

@@ -1,0 +1,175 @@
+package fulfillment_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// auditBase is a clean history to break: a mana_1000 order paid with
+// Stripe's session cs_a (PaymentIntent pi_a) and refunded 500 of 999.
+type auditBase struct {
+	*reversalEnv
+	order   *fulfillment.Order
+	payment fulfillment.Payment
+}
+
+func newAuditBase(t *testing.T) *auditBase {
+	e := newReversalEnv(t)
+	o := checkout(t, e.pool, e.player, "mana_1000", "stripe")
+	require.NoError(t, tryPayArgs(e.pool, e.client, fulfillment.FulfillOrderArgs{OrderID: o.ID, EventID: "evt_paid",
+		Provider: "stripe", PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_a", Aliases: []string{"pi_a"}}))
+	require.Equal(t, "completed", waitJobs(t, e.pool, 1)[0].State)
+	require.Equal(t, "completed", e.refund("evt_refund", "pi_a", 500, "usd").State)
+	ps, err := fulfillment.ListPayments(context.Background(), e.pool, fulfillment.ListPaymentsParams{OrderID: o.ID})
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	requireClean(t, e.pool)
+	return &auditBase{reversalEnv: e, order: o, payment: ps[0]}
+}
+
+func (b *auditBase) exec(sql string, args ...any) {
+	b.t.Helper()
+	_, err := b.pool.Exec(context.Background(), sql, args...)
+	require.NoError(b.t, err, sql)
+}
+
+// dropCheck removes the CHECK constraint of table whose definition
+// mentions column, to plant a state the schema would refuse (the audit
+// exists for the day a constraint or the code that keeps it is lost).
+func (b *auditBase) dropCheck(table, like string) {
+	b.t.Helper()
+	var name string
+	require.NoError(b.t, b.pool.QueryRow(context.Background(), `SELECT conname FROM pg_constraint
+		WHERE conrelid = $1::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE $2 LIMIT 1`,
+		table, "%"+like+"%").Scan(&name))
+	b.exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT %q`, table, name))
+}
+
+// auditBreaks plants, for each check of invariants 5 and 7-10, the
+// violation it exists to find.
+var auditBreaks = map[string]func(b *auditBase){
+	"fulfilled_without_its_credit": func(b *auditBase) {
+		b.exec(`UPDATE orders SET wallet_transaction_id = wallet_transaction_id + 1000 WHERE id = $1`, b.order.ID)
+	},
+	"credit_without_fulfilled_order": func(b *auditBase) {
+		b.exec(`UPDATE orders SET status = 'pending', fulfilled_at = NULL, wallet_transaction_id = NULL WHERE id = $1`, b.order.ID)
+	},
+	"purchase_outside_an_order": func(b *auditBase) {
+		b.exec(`UPDATE wallet_transactions SET idempotency_key = 'gift:' || idempotency_key WHERE kind = 'purchase'`)
+	},
+	"fulfilled_without_matching_payment": func(b *auditBase) {
+		b.exec(`UPDATE webhook_events SET paid_amount = 1 WHERE order_id = $1`, b.order.ID)
+	},
+	"applied_payments_per_order": func(b *auditBase) {
+		b.exec(`INSERT INTO payments (provider, payment_id, order_id, player_id, event_id, amount, currency, mana_minted, status)
+			SELECT provider, 'cs_b', order_id, player_id, 'evt_b', amount, currency, mana_minted, status FROM payments WHERE id = $1`,
+			b.payment.ID)
+	},
+	"applied_payment_vs_order": func(b *auditBase) {
+		b.exec(`UPDATE payments SET mana_minted = 999 WHERE id = $1`, b.payment.ID)
+	},
+	"unapplied_payment_minted": func(b *auditBase) {
+		b.exec(`UPDATE payments SET status = 'unapplied', mana_minted = 0, clawed_back_mana = 0, reason = 'x' WHERE id = $1`, b.payment.ID)
+	},
+	"unapplied_payment_with_mana": func(b *auditBase) {
+		b.dropCheck("payments", "mana_minted > 0")
+		b.dropCheck("payments", "reason IS NULL")
+		b.exec(`INSERT INTO payments (provider, payment_id, order_id, player_id, event_id, amount, currency, mana_minted, status, reason)
+			SELECT provider, 'cs_b', order_id, player_id, 'evt_b', amount, currency, 5, 'unapplied', 'double' FROM payments WHERE id = $1`,
+			b.payment.ID)
+	},
+	"clawed_back_over_minted": func(b *auditBase) {
+		b.dropCheck("payments", "clawed_back_mana <= mana_minted")
+		b.exec(`UPDATE payments SET clawed_back_mana = 1001 WHERE id = $1`, b.payment.ID)
+	},
+	"order_clawback_vs_payment": func(b *auditBase) {
+		b.exec(`UPDATE orders SET clawed_back_mana = 7 WHERE id = $1`, b.order.ID)
+	},
+	"clawback_mana_over_minted": func(b *auditBase) {
+		ctx := context.Background()
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(b.t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = wallet.New(b.pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: b.player,
+			Mana: 999, Key: fmt.Sprintf("payment:%d:99:rogue", b.payment.ID), Reference: "rogue"})
+		require.NoError(b.t, err)
+		require.NoError(b.t, tx.Commit(ctx))
+	},
+	"debt_vs_receivable": func(b *auditBase) {
+		b.exec(`INSERT INTO debts (player_id, outstanding) VALUES ($1, 5)
+			ON CONFLICT (player_id) DO UPDATE SET outstanding = debts.outstanding + 5`, b.player)
+	},
+	"reversal_event_undecided": func(b *auditBase) {
+		b.exec(`UPDATE reversal_events SET status = 'pending', reason = NULL, payment = NULL, decided_at = NULL`)
+	},
+	"reversal_event_wrongly_refused": func(b *auditBase) {
+		b.exec(`UPDATE reversal_events SET status = 'refused', reason = 'above the charge'`)
+	},
+	"reversal_event_wrongly_accepted": func(b *auditBase) {
+		b.exec(`INSERT INTO reversal_events (provider, event_id, reversal_id, payment_ref, kind, state, amount, currency,
+			status, payment, decided_at) VALUES ('stripe', 'evt_eur', 'charge:ch_pi_a', 'pi_a', 'refund', 'succeeded', 999,
+			'eur', 'accepted', $1, now())`, b.payment.ID)
+	},
+	"reversal_fact_vs_events": func(b *auditBase) {
+		b.exec(`UPDATE payment_reversals SET amount = 0`)
+	},
+	"clawback_vs_facts": func(b *auditBase) {
+		b.exec(`UPDATE payments SET clawed_back_mana = 0 WHERE id = $1`, b.payment.ID)
+		b.exec(`UPDATE orders SET clawed_back_mana = 0 WHERE id = $1`, b.order.ID)
+	},
+	"payments_per_provider_object": func(b *auditBase) {
+		b.exec(`UPDATE webhook_events SET payload = convert_to('{"data":{"object":{"id":"cs_a"}}}', 'UTF8')
+			WHERE event_id = 'evt_paid'`)
+		b.exec(`INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount, paid_currency, payload)
+			VALUES ('stripe', 'evt_async', 'checkout.session.async_payment_succeeded', $1, 999, 'usd',
+			convert_to('{"data":{"object":{"id":"cs_a","payment_intent":"pi_a"}}}', 'UTF8'))`, b.order.ID)
+		b.exec(`INSERT INTO payments (provider, payment_id, order_id, player_id, event_id, amount, currency, status, reason)
+			SELECT provider, 'pi_a2', order_id, player_id, 'evt_async', amount, currency, 'unapplied', 'double'
+			FROM payments WHERE id = $1`, b.payment.ID)
+	},
+}
+
+// Every check of invariants 5 and 7-10 reports the violation it exists
+// for, on a history that was clean before.
+func TestAuditChecksFindTheirViolation(t *testing.T) {
+	t.Parallel()
+	require.ElementsMatch(t, fulfillment.AuditCheckNames(), keys(auditBreaks), "every check has its break here")
+	for check, plant := range auditBreaks {
+		t.Run(check, func(t *testing.T) {
+			t.Parallel()
+			b := newAuditBase(t)
+			plant(b)
+			found := auditFindings(t, b)
+			require.Contains(t, found, check, "the audit reported %v", found)
+		})
+	}
+}
+
+func auditFindings(t *testing.T, b *auditBase) []string {
+	t.Helper()
+	ctx := context.Background()
+	var found []string
+	for _, audit := range []func(context.Context, fulfillment.DB) ([]fulfillment.Violation, error){
+		fulfillment.Audit, fulfillment.AuditPayments} {
+		vs, err := audit(ctx, b.pool)
+		require.NoError(t, err)
+		for _, v := range vs {
+			found = append(found, v.Check)
+		}
+	}
+	return found
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
