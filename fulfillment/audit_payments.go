@@ -79,14 +79,14 @@ WHERE e.status = 'pending'`},
 SELECT p.order_id, format('%s event %s (%s %s of %s %s) was refused (%s), but it is the provider''s truth for payment %s',
 	e.provider, e.event_id, e.kind, e.reversal_id, e.amount, e.currency, e.reason, p.payment_id)
 FROM reversal_events e JOIN payments p ON p.id = e.payment
-WHERE e.status = 'refused' AND `+wellFormedEvent+` AND lower(e.currency) = lower(p.currency)
+WHERE e.status = 'refused' AND ` + wellFormedEvent + ` AND lower(e.currency) = lower(p.currency)
 	AND NOT EXISTS (SELECT 1 FROM reversal_events o WHERE o.provider = e.provider AND o.reversal_id = e.reversal_id
 		AND o.status = 'accepted' AND (o.payment <> e.payment OR o.kind <> e.kind))`},
 	{10, "reversal_event_wrongly_accepted", `
 SELECT coalesce(p.order_id, 0), format('%s event %s (%s %s of %s %s) was accepted for payment %s in %s',
 	e.provider, e.event_id, e.kind, e.reversal_id, e.amount, e.currency, coalesce(p.payment_id, 'none'), coalesce(p.currency, '-'))
 FROM reversal_events e LEFT JOIN payments p ON p.id = e.payment
-WHERE e.status = 'accepted' AND (p.id IS NULL OR NOT (`+wellFormedEvent+`) OR lower(e.currency) <> lower(p.currency))`},
+WHERE e.status = 'accepted' AND (p.id IS NULL OR NOT (` + wellFormedEvent + `) OR lower(e.currency) <> lower(p.currency))`},
 	{10, "reversal_fact_vs_events", `
 WITH folded AS (
 	SELECT provider, reversal_id, min(payment) AS payment, min(kind) AS kind, max(amount) AS amount,
