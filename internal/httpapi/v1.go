@@ -15,16 +15,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/idempotency"
+	"github.com/fibe-dev/billing/internal/strictjson"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -152,16 +151,12 @@ func requireJSON(r *http.Request) error {
 		detail: "Content-Type must be application/json"}
 }
 
-// strictJSON are the decoding rules of every /v1 body: RFC 8259 JSON that
-// is valid UTF-8, with no duplicate member names (jsontext's default), names
-// matched exactly (json v2's default: "MANA" is not "mana"), and no member
-// the request type does not have. A body that a proxy in front of us could
-// read differently from us is refused rather than guessed at.
-var strictJSON = jsonv2.RejectUnknownMembers(true)
-
-// decode reads a JSON object into dst under strictJSON, refusing trailing
-// data and numbers that do not fit. An empty body leaves dst as is. It is
-// the one JSON decoder of the API.
+// decode reads a JSON object into dst with the one strict reader
+// (package strictjson: valid UTF-8, no duplicate member names, names
+// matched exactly), refusing members the request type does not have,
+// trailing data and numbers that do not fit. An empty body leaves dst as
+// is. It is the one JSON decoder of the API: a body that a proxy in front
+// of us could read differently from us is refused rather than guessed at.
 func decode(r *http.Request, dst any) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	if err != nil {
@@ -170,31 +165,24 @@ func decode(r *http.Request, dst any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	if err := jsonv2.Unmarshal(body, dst, strictJSON); err != nil {
-		return decodeError(body, err)
+	if err := strictjson.Unmarshal(body, dst, strictjson.Options{RejectUnknown: true}); err != nil {
+		return decodeError(err)
 	}
 	return nil
 }
 
-// decodeError turns a strict decoder's error into the API's answer.
-func decodeError(body []byte, err error) error {
+// decodeError turns the strict reader's error into the API's answer.
+func decodeError(err error) error {
 	var semErr *jsonv2.SemanticError
 	switch {
-	case errors.Is(err, jsontext.ErrDuplicateName):
-		return badRequest(CodeInvalidRequest, "invalid JSON body: duplicate member name: "+err.Error())
-	case errors.Is(err, jsonv2.ErrUnknownName):
-		return badRequest(CodeInvalidRequest, "invalid JSON body: unknown member (names are case-sensitive): "+err.Error())
-	case !utf8.Valid(body):
-		// JSON is UTF-8 (RFC 8259 8.1).
-		return badRequest(CodeInvalidRequest, "invalid JSON body: not valid UTF-8")
-	case !jsontext.Value(body).IsValid():
-		// Malformed input is malformed, whatever type error came first.
-		return badRequest(CodeInvalidRequest, "invalid JSON body: "+err.Error())
+	case errors.Is(err, strictjson.ErrDuplicateName), errors.Is(err, strictjson.ErrUnknownName),
+		errors.Is(err, strictjson.ErrInvalidUTF8), errors.Is(err, strictjson.ErrSyntax):
+		return badRequest(CodeInvalidRequest, "invalid JSON body: "+strings.TrimPrefix(err.Error(), "strictjson: "))
 	case errors.As(err, &semErr) && semErr.GoType != nil && isInteger(semErr.GoType.Kind()):
 		field := strings.TrimPrefix(string(semErr.JSONPointer), "/")
 		return badRequest(CodeInvalidAmount, fmt.Sprintf("%s must be an integer that fits in 64 bits", field))
 	}
-	return badRequest(CodeInvalidRequest, "invalid JSON body: "+err.Error())
+	return badRequest(CodeInvalidRequest, "invalid JSON body: "+strings.TrimPrefix(err.Error(), "strictjson: "))
 }
 
 func isInteger(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uint64 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/strictjson"
 )
 
 // ErrMalformedPayload is returned for a verified body we cannot read: not
@@ -328,15 +329,19 @@ func (o *orderRef) parse(s string) error {
 	return nil
 }
 
+// unmarshal reads a provider object with the one strict reader (as API
+// bodies are read, but skipping members we do not use): a body with a
+// member twice, or a name that differs from ours only by case, could be
+// read differently elsewhere, and is refused.
 func unmarshal(b []byte, v any) error {
 	if len(b) == 0 {
 		return fmt.Errorf("%w: empty object", ErrMalformedPayload)
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := strictjson.Unmarshal(b, v, strictjson.Options{}); err != nil {
 		if errors.Is(err, ErrMalformedPayload) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", ErrMalformedPayload, err)
+		return fmt.Errorf("%w: %w", ErrMalformedPayload, err)
 	}
 	return nil
 }

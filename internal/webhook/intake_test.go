@@ -245,6 +245,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		h, v := sign(provider, body, at)
 		return []string{h, v}
 	}
+	// plusSigned signs at now, then spells the header's timestamp "+<t>":
+	// the MAC is over "<t>", not over the header's literal text.
+	plusSigned := func(provider string, body []byte, at time.Time) []string {
+		h, v := sign(provider, body, at)
+		return []string{h, strings.Replace(v, "="+strconv.FormatInt(at.Unix(), 10), "=+"+strconv.FormatInt(at.Unix(), 10), 1)}
+	}
 	huge := func(provider string) []byte {
 		return append(good(provider)[:0:0], bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1)...)
 	}
@@ -263,6 +269,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 	var cases []tc
 	for _, p := range providers {
 		tampered := bytes.Replace(good(p), []byte("999"), []byte("1"), 1)
+		// The event id member twice, and beside a case variant of its name:
+		// another reader could claim the event under another id.
+		idName := map[string]string{"stripe": `"id":`, "paddle": `"event_id":`, "creem": `"id":`}[p]
+		twice := bytes.Replace(good(p), []byte(idName), []byte(idName+`"evt_other",`+idName), 1)
+		variant := bytes.Replace(good(p), []byte(idName), []byte(strings.ToUpper(idName)+`"evt_other",`+idName), 1)
+		invalid := append(bytes.TrimSuffix(bytes.TrimSpace(good(p)), []byte("}")), []byte(`,"x":"\xff"}`)...)
+		invalid = bytes.Replace(invalid, []byte(`\xff`), []byte{0xff}, 1)
 		cases = append(cases,
 			tc{"wrong secret", p, good(p), func() []string { h, v := signWith(p, "not-the-secret", good(p), now); return []string{h, v} }(), 400, "bad_signature"},
 			tc{"tampered body", p, tampered, signed(p, good(p), now), 400, "bad_signature"},
@@ -270,6 +283,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 			tc{"malformed JSON", p, []byte(`{"id":`), signed(p, []byte(`{"id":`), now), 400, "malformed_payload"},
 			tc{"payment without order", p, noOrder[p], signed(p, noOrder[p], now), 400, "malformed_payload"},
 			tc{"body over 1 MiB", p, huge(p), signed(p, huge(p), now), 413, "payload_too_large"},
+			tc{"a member twice", p, twice, signed(p, twice, now), 400, "malformed_payload"},
+			tc{"a case variant of a member", p, variant, signed(p, variant, now), 400, "malformed_payload"},
+			tc{"invalid UTF-8", p, invalid, signed(p, invalid, now), 400, "malformed_payload"},
 		)
 	}
 	cases = append(cases,
@@ -280,6 +296,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		tc{"malformed header", "stripe", good("stripe"), []string{"Stripe-Signature", "t=abc,v1=00"}, 400, "malformed_signature"},
 		tc{"malformed header", "paddle", good("paddle"), []string{"Paddle-Signature", "ts=1710929255;h1=zz"}, 400, "malformed_signature"},
 		tc{"malformed header", "creem", good("creem"), []string{"creem-signature", "not-hex"}, 400, "malformed_signature"},
+		tc{"timestamp spelled with a sign", "stripe", good("stripe"), plusSigned("stripe", good("stripe"), now), 400, "malformed_signature"},
+		tc{"timestamp spelled with a sign", "paddle", good("paddle"), plusSigned("paddle", good("paddle"), now), 400, "malformed_signature"},
 		tc{"no v1 signature", "stripe", good("stripe"), []string{"Stripe-Signature", fmt.Sprintf("t=%d", now.Unix())}, 400, "malformed_signature"},
 		tc{"unknown provider", "paypal", good("stripe"), signed("stripe", good("stripe"), now), 404, "unknown_provider"},
 	)

@@ -51,7 +51,7 @@ func (v StripeVerifier) Verify(h http.Header, body []byte, now time.Time) error 
 	if err != nil {
 		return err
 	}
-	if !anyMatch(v.Secrets, sigs, strconv.FormatInt(ts, 10)+".", body) {
+	if !anyMatch(v.Secrets, sigs, ts.Literal+".", body) {
 		return ErrBadSignature
 	}
 	return checkTimestamp(ts, now, v.Tolerance)
@@ -70,7 +70,7 @@ func (v PaddleVerifier) Verify(h http.Header, body []byte, now time.Time) error 
 	if err != nil {
 		return err
 	}
-	if !anyMatch(v.Secrets, sigs, strconv.FormatInt(ts, 10)+":", body) {
+	if !anyMatch(v.Secrets, sigs, ts.Literal+":", body) {
 		return ErrBadSignature
 	}
 	return checkTimestamp(ts, now, v.Tolerance)
@@ -98,50 +98,69 @@ func (v CreemVerifier) Verify(h http.Header, body []byte, _ time.Time) error {
 // maxSignatures bounds the work one header can ask for.
 const maxSignatures = 8
 
+// Timestamp is a signature header's timestamp: the text the provider
+// signed, exactly as the header spells it, and the time it names.
+type Timestamp struct {
+	Literal string
+	Unix    int64
+}
+
 // ParseStripeHeader parses a Stripe-Signature value. Unknown schemes (v0)
 // and undecodable v1 values are skipped, as Stripe's own library does.
-func ParseStripeHeader(value string) (ts int64, sigs [][]byte, err error) {
+func ParseStripeHeader(value string) (ts Timestamp, sigs [][]byte, err error) {
 	return parseTimestamped(value, ",", "t", "v1")
 }
 
 // ParsePaddleHeader parses a Paddle-Signature value.
-func ParsePaddleHeader(value string) (ts int64, sigs [][]byte, err error) {
+func ParsePaddleHeader(value string) (ts Timestamp, sigs [][]byte, err error) {
 	return parseTimestamped(value, ";", "ts", "h1")
 }
 
-func parseTimestamped(value, sep, tsKey, sigKey string) (int64, [][]byte, error) {
+func parseTimestamped(value, sep, tsKey, sigKey string) (Timestamp, [][]byte, error) {
 	value = strings.TrimSpace(value)
 	if value == "" {
-		return 0, nil, ErrMissingSignature
+		return Timestamp{}, nil, ErrMissingSignature
 	}
-	var ts int64 = -1
+	ts := Timestamp{Unix: -1}
 	var sigs [][]byte
 	for _, part := range strings.Split(value, sep) {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return 0, nil, fmt.Errorf("%w: %q is not key=value", ErrMalformedSignature, truncate(part))
+			return Timestamp{}, nil, fmt.Errorf("%w: %q is not key=value", ErrMalformedSignature, truncate(part))
 		}
 		switch k {
 		case tsKey:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || ts != -1 {
-				return 0, nil, fmt.Errorf("%w: bad or repeated %s", ErrMalformedSignature, tsKey)
+			n, err := parseUnix(v)
+			if err != nil || ts.Unix != -1 {
+				return Timestamp{}, nil, fmt.Errorf("%w: bad or repeated %s", ErrMalformedSignature, tsKey)
 			}
-			ts = n
+			ts = Timestamp{Literal: v, Unix: n}
 		case sigKey:
 			if sig, err := hex.DecodeString(v); err == nil && len(sig) == sha256.Size && len(sigs) < maxSignatures {
 				sigs = append(sigs, sig)
 			}
 		}
 	}
-	if ts == -1 {
-		return 0, nil, fmt.Errorf("%w: no %s", ErrMalformedSignature, tsKey)
+	if ts.Unix == -1 {
+		return Timestamp{}, nil, fmt.Errorf("%w: no %s", ErrMalformedSignature, tsKey)
 	}
 	if len(sigs) == 0 {
-		return 0, nil, fmt.Errorf("%w: no valid %s", ErrMalformedSignature, sigKey)
+		return Timestamp{}, nil, fmt.Errorf("%w: no valid %s", ErrMalformedSignature, sigKey)
 	}
 	return ts, sigs, nil
 }
+
+// parseUnix reads a timestamp spelled as providers spell it: decimal
+// digits only (no sign, no space, no leading zero), so one instant has one
+// spelling and the signature is checked over the very text that was signed.
+func parseUnix(s string) (int64, error) {
+	if s == "" || len(s) > 19 || (len(s) > 1 && s[0] == '0') || strings.ContainsFunc(s, notDigit) {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func notDigit(r rune) bool { return r < '0' || r > '9' }
 
 // ParseCreemHeader parses a creem-signature value: one hex HMAC-SHA256.
 func ParseCreemHeader(value string) ([]byte, error) {
@@ -173,13 +192,13 @@ func anyMatch(secrets []string, sigs [][]byte, prefix string, body []byte) bool 
 
 // checkTimestamp rejects a signature made too long ago (a replay) or too
 // far ahead (a clock we should not trust), after the MAC has matched.
-func checkTimestamp(ts int64, now time.Time, tolerance time.Duration) error {
+func checkTimestamp(ts Timestamp, now time.Time, tolerance time.Duration) error {
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
 	}
-	skew := now.Sub(time.Unix(ts, 0))
+	skew := now.Sub(time.Unix(ts.Unix, 0))
 	if skew > tolerance || skew < -tolerance {
-		return fmt.Errorf("%w: signed at %d, %s from now", ErrStaleSignature, ts, skew.Round(time.Second))
+		return fmt.Errorf("%w: signed at %d, %s from now", ErrStaleSignature, ts.Unix, skew.Round(time.Second))
 	}
 	return nil
 }

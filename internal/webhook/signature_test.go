@@ -56,6 +56,11 @@ func TestStripeVerifier(t *testing.T) {
 		{"no v1", fmt.Sprintf("t=%d,v0=%s", at.Unix(), sig), body, at, nil, 0, ErrMalformedSignature},
 		{"bad t", "t=x,v1=" + sig, body, at, nil, 0, ErrMalformedSignature},
 		{"negative t", "t=-1,v1=" + sig, body, at, nil, 0, ErrMalformedSignature},
+		// The MAC is over the timestamp as the header spells it; an odd
+		// spelling of the signed instant is not the signed text.
+		{"t with a plus sign", fmt.Sprintf("t=+%d,v1=%s", at.Unix(), sig), body, at, nil, 0, ErrMalformedSignature},
+		{"t with a leading zero", fmt.Sprintf("t=0%d,v1=%s", at.Unix(), sig), body, at, nil, 0, ErrMalformedSignature},
+		{"t with a space", fmt.Sprintf("t= %d,v1=%s", at.Unix(), sig), body, at, nil, 0, ErrMalformedSignature},
 		{"two t", fmt.Sprintf("t=%d,t=%d,v1=%s", at.Unix(), at.Unix(), sig), body, at, nil, 0, ErrMalformedSignature},
 		{"short v1", fmt.Sprintf("t=%d,v1=%s", at.Unix(), sig[:10]), body, at, nil, 0, ErrMalformedSignature},
 		{"not key=value", "garbage", body, at, nil, 0, ErrMalformedSignature},
@@ -96,6 +101,8 @@ func TestPaddleVerifier(t *testing.T) {
 		{"future", good, at.Add(-301 * time.Second), ErrStaleSignature},
 		{"stripe syntax", fmt.Sprintf("t=%d,v1=%s", at.Unix(), sig), at, ErrMalformedSignature},
 		{"comma separated", fmt.Sprintf("ts=%d,h1=%s", at.Unix(), sig), at, ErrMalformedSignature},
+		{"ts with a plus sign", fmt.Sprintf("ts=+%d;h1=%s", at.Unix(), sig), at, ErrMalformedSignature},
+		{"ts with a leading zero", fmt.Sprintf("ts=0%d;h1=%s", at.Unix(), sig), at, ErrMalformedSignature},
 		{"missing", "", at, ErrMissingSignature},
 		{"wrong", fmt.Sprintf("ts=%d;h1=%s", at.Unix(), strings.Repeat("ab", 32)), at, ErrBadSignature},
 	} {
