@@ -25,7 +25,7 @@ func TestLedgerVerify(t *testing.T) {
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 
 	out := runBilling(t, env, "ledger", "verify")
-	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-9 clean\n", out)
+	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-10 clean\n", out)
 
 	_, err = pool.Exec(ctx, `UPDATE wallets SET balance = balance + 1 WHERE player_id = $1 AND currency = 'sparks'`, player)
 	require.NoError(t, err)

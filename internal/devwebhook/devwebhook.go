@@ -72,7 +72,7 @@ func stripeCompleted(eventID, order string, amount int64, currency string, at ti
 		"livemode":    false,
 		"type":        stripeCheckoutCompleted,
 		"data": obj{"object": obj{
-			"id":                  "cs_test_" + eventID,
+			"id":                  OrderSessionID(order),
 			"object":              "checkout.session",
 			"payment_intent":      OrderPaymentID(fulfillment.ProviderStripe, order),
 			"amount_total":        amount,
@@ -114,7 +114,7 @@ func creemCompleted(eventID, order string, amount int64, currency string, at tim
 		"eventType":  creemCheckoutCompleted,
 		"created_at": at.UnixMilli(),
 		"object": obj{
-			"id":       "ch_" + eventID,
+			"id":       "ch_order_" + order,
 			"object":   "checkout",
 			"status":   "completed",
 			"metadata": obj{"order_id": order},

@@ -35,9 +35,14 @@ func OrderPaymentID(provider, order string) string {
 	return "ord_order_" + order
 }
 
+// OrderSessionID is the Stripe Checkout Session CompletedEvent gives the
+// order: the payment's identity, which every event about it carries.
+func OrderSessionID(order string) string { return "cs_test_order_" + order }
+
 // PaymentEvent is CompletedEvent for a given provider payment id: a second,
 // distinct payment for an order when paymentID differs from
-// OrderPaymentID's.
+// OrderPaymentID's (for Stripe, another Checkout Session, paid with
+// PaymentIntent paymentID; for Creem, another checkout).
 func PaymentEvent(provider, eventID, paymentID string, orderID, amount int64, currency string) []byte {
 	var v map[string]any
 	if err := json.Unmarshal(CompletedEvent(provider, eventID, orderID, amount, currency), &v); err != nil {
@@ -45,11 +50,18 @@ func PaymentEvent(provider, eventID, paymentID string, orderID, amount int64, cu
 	}
 	switch provider {
 	case fulfillment.ProviderStripe:
-		v["data"].(map[string]any)["object"].(map[string]any)["payment_intent"] = paymentID
+		session := v["data"].(map[string]any)["object"].(map[string]any)
+		session["payment_intent"] = paymentID
+		if paymentID != OrderPaymentID(provider, strconv.FormatInt(orderID, 10)) {
+			session["id"] = "cs_test_" + paymentID
+		}
 	case fulfillment.ProviderPaddle:
 		v["data"].(map[string]any)["id"] = paymentID
 	default:
 		v["object"].(map[string]any)["order"].(map[string]any)["id"] = paymentID
+		if paymentID != OrderPaymentID(provider, strconv.FormatInt(orderID, 10)) {
+			v["object"].(map[string]any)["id"] = "ch_" + paymentID
+		}
 	}
 	b, _ := json.Marshal(v)
 	return b

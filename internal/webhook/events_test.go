@@ -23,12 +23,12 @@ func TestParseEventCompletedPayments(t *testing.T) {
 		want                 Payment
 	}{
 		{"stripe fixture", "stripe", stripeFixture, Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_a1b2c3d4e5f6g7h8i9j0", Aliases: []string{"pi_3Q0aBcDeFgHiJkLm0aBcDeFg"}}},
-		{"stripe built", "stripe", string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_evt_b", Aliases: []string{"pi_order_42"}}},
+		{"stripe built", "stripe", string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_order_42", Aliases: []string{"pi_order_42"}}},
 		{"stripe client_reference_id only", "stripe", `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment{OrderID: 7, Amount: 5, Currency: "eur", PaymentID: ""}},
 		{"stripe async succeeded", "stripe", `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment{OrderID: 8, Amount: 5, Currency: "eur", PaymentID: ""}},
 		{"paddle built", "paddle", string(devwebhook.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment{OrderID: 42, Amount: 3999, Currency: "USD", PaymentID: "txn_order_42"}},
 		{"paddle numeric order id, total only", "paddle", `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment{OrderID: 9, Amount: 120, Currency: "GBP", PaymentID: ""}},
-		{"creem built", "creem", string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{OrderID: 42, Amount: 999, Currency: "EUR", PaymentID: "ord_order_42", Aliases: []string{"ch_evt_c"}}},
+		{"creem built", "creem", string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)), Payment{OrderID: 42, Amount: 999, Currency: "EUR", PaymentID: "ord_order_42", Aliases: []string{"ch_order_42"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev, err := ParseEvent(c.provider, []byte(c.body))
