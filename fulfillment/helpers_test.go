@@ -2,6 +2,7 @@ package fulfillment_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +180,15 @@ func waitKind(t *testing.T, pool *pgxpool.Pool, kind string, n int) []jobRow {
 		done := len(jobs) == n
 		for _, j := range jobs {
 			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
+			// A constraint violation (SQLSTATE class 23: a CHECK, a unique
+			// key) never passes on a retry: it is a bug, fail at once. So is
+			// any failed attempt of a reversal job: none of these tests
+			// makes one fail on purpose.
+			for _, e := range j.Errors {
+				if strings.Contains(e, "(SQLSTATE 23") || (kind == "reverse_payment" && j.State == "retryable") {
+					t.Fatalf("%s job failed, which no retry mends: %s", kind, e)
+				}
+			}
 		}
 		if done {
 			return jobs

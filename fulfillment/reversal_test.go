@@ -111,6 +111,11 @@ func TestDisputeWonGivesBackOnce(t *testing.T) {
 		require.Equal(t, "completed", e.reverse(ev, "pi_d", "dp_1", fulfillment.ReversalDispute, fulfillment.StateWon, 999, "usd").State)
 	}
 	require.Equal(t, int64(1000), e.balances()[wallet.Mana])
+	// A late copy of an older state never moves the dispute back.
+	for _, state := range []string{fulfillment.StateLost, fulfillment.StateOpen} {
+		require.Equal(t, "completed", e.reverse("e_late_"+state, "pi_d", "dp_1", fulfillment.ReversalDispute, state, 999, "usd").State)
+		require.Equal(t, int64(1000), e.balances()[wallet.Mana], "a won dispute stays won after a late %s", state)
+	}
 	got, err := fulfillment.GetOrder(context.Background(), e.pool, e.player, o.ID)
 	require.NoError(t, err)
 	require.Equal(t, fulfillment.StatusFulfilled, got.Status)
