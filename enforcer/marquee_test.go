@@ -142,3 +142,29 @@ func TestPaidThroughNeverMovesBack(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// A Marquee paid through exactly the end of the day is already paid for
+// that day: the fast path decides so without a wallet post. The price
+// changed since (a new plan), so a post under the day's key would be
+// refused as a reused key, not answered as a replay: this test does not
+// lean on the wallet key to stop a second debit.
+func TestPaidThroughAtDayEndIsAlreadyPaid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 4, utc, time.Date(2024, 3, 10, 12, 0, 0, 0, utc))
+	m := e.marquee(e.player(1000))
+	res, err := e.svc.FundDay(e.ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: "2024-03-10"})
+	require.NoError(t, err)
+	require.Equal(t, enforcer.OutcomeFunded, res.Outcome)
+	require.Equal(t, "2024-03-11T00:00:00Z", e.get(m).PaidThrough.UTC().Format(time.RFC3339), "exactly the day's end")
+	_, err = e.pool.Exec(e.ctx, `UPDATE marquees SET daily_price = daily_price + 50 WHERE id = $1`, m.ID)
+	require.NoError(t, err)
+
+	res, err = e.svc.FundDay(e.ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: "2024-03-10"})
+	require.NoError(t, err)
+	require.Equal(t, enforcer.OutcomeAlreadyPaid, res.Outcome, "%+v", res)
+	require.Empty(t, res.Error)
+	require.Equal(t, int64(1), e.debits(m.ID))
+	// The audit compares each debit with today's price: put it back.
+	_, err = e.pool.Exec(e.ctx, `UPDATE marquees SET daily_price = daily_price - 50 WHERE id = $1`, m.ID)
+	require.NoError(t, err)
+}

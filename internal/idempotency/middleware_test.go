@@ -236,21 +236,26 @@ func TestInvalidKeyIs400(t *testing.T) {
 
 func TestServerErrorIsNotCachedAndReleasesKey(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, idempotency.Options{})
-	ok := f.effect(http.StatusCreated, 0)
-	f.setHandler(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
-		ok(httptest.NewRecorder(), r, tx) // the effect happens in tx ...
-		http.Error(w, "boom", http.StatusServiceUnavailable)
-	})
-	require.Equal(t, http.StatusServiceUnavailable, f.post(t, f.player, "k", `{}`).status)
-	require.Equal(t, 0, f.effects(t), "... and is rolled back with the 5xx")
-	require.Equal(t, 0, f.keyCount(t, "running")+f.keyCount(t, "completed"), "the key is released")
+	for _, status := range []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, idempotency.Options{})
+			ok := f.effect(http.StatusCreated, 0)
+			f.setHandler(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
+				ok(httptest.NewRecorder(), r, tx) // the effect happens in tx ...
+				http.Error(w, "boom", status)
+			})
+			require.Equal(t, status, f.post(t, f.player, "k", `{}`).status)
+			require.Equal(t, 0, f.effects(t), "... and is rolled back with the 5xx")
+			require.Equal(t, 0, f.keyCount(t, "running")+f.keyCount(t, "completed"), "the key is released")
 
-	f.setHandler(ok)
-	r := f.post(t, f.player, "k", `{}`)
-	require.Equal(t, http.StatusCreated, r.status)
-	require.False(t, r.replayed, "the retry ran again")
-	require.Equal(t, 1, f.effects(t))
+			f.setHandler(ok)
+			r := f.post(t, f.player, "k", `{}`)
+			require.Equal(t, http.StatusCreated, r.status)
+			require.False(t, r.replayed, "the retry ran again")
+			require.Equal(t, 1, f.effects(t))
+		})
+	}
 }
 
 func TestClientErrorIsCached(t *testing.T) {

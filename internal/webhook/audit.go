@@ -83,3 +83,12 @@ func Audit(ctx context.Context, db fulfillment.DB, opts AuditOptions) ([]Violati
 	}
 	return out, nil
 }
+
+// AuditCheckNames lists the checks Audit runs, by name, in order.
+func AuditCheckNames() []string {
+	names := make([]string, len(auditChecks))
+	for i, c := range auditChecks {
+		names[i] = c.name
+	}
+	return names
+}
