@@ -34,15 +34,23 @@ const (
 	EventRefused  = "refused"  // it changes nothing; reason says why
 )
 
-var abovePaid = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "billing_reversals_above_paid_total",
-	Help: "Refund or dispute events accepted for more than their payment paid (clawed back in full, capped), by provider and kind.",
-}, []string{"provider", "kind"})
+var (
+	abovePaid = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "billing_reversals_above_paid_total",
+		Help: "Refund or dispute events accepted for more than their payment paid (clawed back in full, capped), by provider and kind.",
+	}, []string{"provider", "kind"})
+	decisions = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "billing_reversal_events_total",
+		Help: "Refund or dispute events decided against their payment, by provider and decision (accepted, refused).",
+	}, []string{"provider", "decision"})
+)
 
 func init() {
 	for _, p := range Providers() {
 		abovePaid.WithLabelValues(p, ReversalRefund)
 		abovePaid.WithLabelValues(p, ReversalDispute)
+		decisions.WithLabelValues(p, EventAccepted)
+		decisions.WithLabelValues(p, EventRefused)
 	}
 }
 
@@ -278,6 +286,7 @@ func (ev evaluation) report(logf func(msg string, args ...any)) {
 		if !e.decidedNow {
 			continue
 		}
+		decisions.WithLabelValues(ev.payment.Provider, e.status).Inc()
 		if e.status == EventRefused {
 			logf("reversal event refused", "provider", ev.payment.Provider, "event_id", e.eventID,
 				"reversal_id", e.reversalID, "payment_id", ev.payment.PaymentID, "reason", e.reason)

@@ -123,6 +123,7 @@ func (w *ReverseWorker) work(ctx context.Context, job *river.Job[ReversePaymentA
 		return OutcomeError, err
 	}
 	if invalid != nil {
+		decisions.WithLabelValues(a.Provider, EventRefused).Inc()
 		return w.finish(ctx, tx, job, evaluation{}, OutcomeRefused, invalid.Error())
 	}
 	p, o, err := lockPaymentAndOrder(ctx, tx, a.Provider, a.refs())
