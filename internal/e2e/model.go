@@ -57,6 +57,10 @@ type orderModel struct {
 	doublePaid         bool
 	refunded, disputed int64
 	disputeWon         bool
+	// hostile counts the acknowledged events the provider's truth must not
+	// follow or must cap: a refund in another currency (refused), an
+	// amount above the charge (capped), a refused refund then the valid one.
+	hostile int
 }
 
 // wantClawback is the Mana the order's payment must have clawed back:
@@ -94,11 +98,12 @@ func (m *model) with(f func()) {
 // clawback is what its acknowledged refunds and disputes call for.
 func (r *Run) checkMoneyBack(ctx context.Context, rep *Report) error {
 	var bad []string
-	doubles, reversed, won := 0, 0, 0
+	doubles, reversed, won, hostile := 0, 0, 0, 0
 	for id, om := range r.model.orders {
-		if !om.doublePaid && om.refunded == 0 && om.disputed == 0 && !om.disputeWon {
+		if !om.doublePaid && om.refunded == 0 && om.disputed == 0 && !om.disputeWon && om.hostile == 0 {
 			continue
 		}
+		hostile += om.hostile
 		if om.disputeWon {
 			won++
 		}
@@ -123,7 +128,7 @@ func (r *Run) checkMoneyBack(ctx context.Context, rep *Report) error {
 				id, clawed, want, om.refunded, om.disputed, om.amount))
 		}
 	}
-	rep.check(fmt.Sprintf("double payments unapplied, refunds and disputes clawed back once, won disputes given back (%d doubles, %d reversed orders, %d disputes won)",
-		doubles, reversed, won), len(bad) == 0, strings.Join(first(bad, 10), "; "))
+	rep.check(fmt.Sprintf("double payments unapplied, refunds and disputes clawed back once, won disputes given back, hostile reversals refused or capped (%d doubles, %d reversed orders, %d disputes won, %d hostile)",
+		doubles, reversed, won, hostile), len(bad) == 0, strings.Join(first(bad, 10), "; "))
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,6 +151,10 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 		}
 		return
 	}
+	if p.rng.IntN(100) < 4 {
+		p.hostileReversal(ctx, om, payment)
+		return
+	}
 	if p.rng.IntN(100) < 5 {
 		refund := om.amount
 		if p.rng.IntN(2) == 0 {
@@ -171,6 +176,43 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.disputed = om.amount })
 			p.winDispute(ctx, om, payment, "dp_"+id)
+		}
+	}
+}
+
+// hostileReversal sends what the provider's truth must refuse or cap: a
+// refund in another currency (refused: nothing moves), a refund or dispute
+// above the charge (capped: everything minted goes back), or a refund in
+// another currency followed by the real one under the same id (the
+// refusal must not block it).
+func (p *player) hostileReversal(ctx context.Context, om *orderModel, payment string) {
+	other := "eur"
+	if strings.EqualFold(om.currency, "eur") {
+		other = "usd"
+	}
+	refund := func(id, reversal string, amount int64, currency string) bool {
+		body := devwebhook.ReversalEvent(om.provider, id, payment, reversal, fulfillment.ReversalRefund,
+			fulfillment.StateSucceeded, amount, currency)
+		return p.run.deliver(ctx, p.rng, om.provider, id, body)
+	}
+	id := p.nextEvent()
+	switch p.rng.IntN(3) {
+	case 0:
+		if refund(id, "rf_"+id, om.amount, other) {
+			p.run.model.with(func() { om.hostile++ })
+		}
+	case 1:
+		above := om.amount + 1 + p.rng.Int64N(om.amount)
+		if refund(id, "rf_"+id, above, om.currency) {
+			p.run.model.with(func() { om.hostile, om.refunded = om.hostile+1, above })
+		}
+	default:
+		real := 1 + p.rng.Int64N(om.amount)
+		if refund(id, "rf_"+id, om.amount, other) {
+			p.run.model.with(func() { om.hostile++ })
+		}
+		if next := p.nextEvent(); refund(next, "rf_"+id, real, om.currency) {
+			p.run.model.with(func() { om.refunded = real })
 		}
 	}
 }
