@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -26,8 +27,13 @@ import (
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
 
+	"github.com/fibe-dev/billing/internal/instancelock"
 	"github.com/fibe-dev/billing/internal/procs"
 )
+
+// ErrInUse means another live process runs a cluster on the directory:
+// Start refuses and touches nothing of it.
+var ErrInUse = errors.New("pglocal: the directory is in use")
 
 // ErrNoBinaries means no PostgreSQL server binaries were found on this machine.
 var ErrNoBinaries = errors.New("no PostgreSQL server binaries found (looked at `pg_config --bindir` and /usr/lib/postgresql/*/bin); " +
@@ -39,6 +45,10 @@ type Options struct {
 	Dir string
 	// Port to listen on (localhost); 0 picks a free one.
 	Port int
+	// PortFallback picks a free port instead when Port is taken by another
+	// program (a port kept from an earlier start); without it a taken Port
+	// is an error.
+	PortFallback bool
 	// Database created on first start; default "billing".
 	Database string
 	// Fast trades durability for speed (fsync off): for throwaway test clusters.
@@ -58,6 +68,7 @@ type Server struct {
 	binaries string // directory holding bin/pg_ctl (the root wrappers when root)
 	dataDir  string
 	watchdog *watchdog
+	lock     *instancelock.Lock
 }
 
 // FindBinaries returns the directory that contains bin/pg_ctl.
@@ -99,17 +110,108 @@ func Start(opts Options) (*Server, error) {
 	if opts.Database == "" {
 		opts.Database = "billing"
 	}
-	if opts.Port == 0 {
-		if opts.Port, err = procs.FreePort(); err != nil {
-			return nil, err
-		}
-	}
 	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pglocal: %w", err)
 	}
+	lock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Port, err = choosePort(opts.Port, opts.PortFallback); err == nil {
+		err = lock.SetAddr(fmt.Sprintf("127.0.0.1:%d", opts.Port))
+	}
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	s, err := start(opts, binaries, version)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// lockDir makes this process the only one starting or running a cluster
+// in dir, and waits (bounded) for the postmaster of a starter that died to
+// be stopped by its watchdog. It never stops anything itself: a cluster in
+// use by another process is ErrInUse.
+func lockDir(dir string) (*instancelock.Lock, error) {
+	lock, err := instancelock.Acquire(filepath.Join(dir, "pglocal.lock"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInUse, err)
+	}
+	if err := waitOrphan(filepath.Join(dir, "data"), orphanWait); err != nil {
+		lock.Release()
+		return nil, err
+	}
+	return lock, nil
+}
+
+// choosePort is port when it is free (0: any free port); a taken one is an
+// error, or with fallback a free one instead. The check is advisory (the
+// port may be taken again before PostgreSQL binds it) but turns the usual
+// case into one clear line.
+func choosePort(port int, fallback bool) (int, error) {
+	if port != 0 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			ln.Close()
+			return port, nil
+		}
+		if !fallback {
+			return 0, fmt.Errorf("pglocal: port %d is taken: %w", port, err)
+		}
+	}
+	return procs.FreePort()
+}
+
+// orphanWait bounds the wait for a dead starter's postmaster: its watchdog
+// stops it within seconds (a fast shutdown, then an immediate one).
+const orphanWait = 45 * time.Second
+
+// waitOrphan returns once no live postmaster is recorded in dataDir's
+// postmaster.pid. A pid file whose process is gone, or is not a postgres
+// (its pid reused after a crash), is stale: PostgreSQL itself replaces it.
+func waitOrphan(dataDir string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		pid := livePostmaster(dataDir)
+		if pid == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: a PostgreSQL (pid %d) still runs on %s", ErrInUse, pid, dataDir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// livePostmaster is the pid of the live postgres postmaster.pid names, or 0.
+func livePostmaster(dataDir string) int {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+		return 0
+	}
+	return pid
+}
+
+// start starts the cluster; the caller holds the directory's lock.
+func start(opts Options, binaries string, version embeddedpostgres.PostgresVersion) (*Server, error) {
+	var err error
 	if os.Geteuid() == 0 {
 		if binaries, err = rootWrappers(opts.Dir, binaries); err != nil {
 			return nil, err
@@ -176,6 +278,7 @@ func (s *Server) Port() int { return s.port }
 func (s *Server) Stop() error {
 	err := s.pg.Stop()
 	s.watchdog.finish(err == nil)
+	s.lock.Release()
 	return err
 }
 

@@ -118,13 +118,61 @@ func TestClusterDiesWithItsStarter(t *testing.T) {
 	}
 }
 
+// TestSecondStartTouchesNothing: a Start on a directory whose cluster is
+// running is refused at once with ErrInUse, and the running cluster keeps
+// serving (a failed start once ran pg_ctl stop on the other's data).
+func TestSecondStartTouchesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	srv, err := pglocal.Start(pglocal.Options{Dir: dir, Fast: true})
+	require.NoError(t, err)
+	defer srv.Stop()
+	began := time.Now()
+	_, err = pglocal.Start(pglocal.Options{Dir: dir, Fast: true})
+	require.ErrorIs(t, err, pglocal.ErrInUse)
+	require.Less(t, time.Since(began), 10*time.Second, "refused without waiting for the live cluster")
+	time.Sleep(2 * time.Second) // what a stray watchdog would need to stop it
+	conn, err := pgx.Connect(ctx, srv.URL())
+	require.NoError(t, err, "the first cluster still serves")
+	var one int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+	require.NoError(t, conn.Close(ctx))
+}
+
+// TestStartAfterAKilledStarter: the next Start on the directory of a
+// starter killed with SIGKILL waits for its watchdog to stop the orphaned
+// postmaster, then starts on the same data.
+func TestStartAfterAKilledStarter(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "cluster")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStartCluster$", "-test.v")
+	cmd.Env = append(os.Environ(), "PGLOCAL_HELPER_DIR="+dir, "PGLOCAL_HELPER_END=sigkill", "PGLOCAL_HELPER_KEEP=1")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	_, pid := readReady(t, out)
+	require.NoError(t, cmd.Process.Kill())
+	_, _ = io.Copy(io.Discard, out)
+	_ = cmd.Wait()
+
+	srv, err := pglocal.Start(pglocal.Options{Dir: dir, Fast: true})
+	require.NoError(t, err)
+	defer srv.Stop()
+	require.False(t, alive(pid), "the orphan %d was stopped before the new start", pid)
+	conn, err := pgx.Connect(context.Background(), srv.URL())
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(context.Background()))
+}
+
 // TestHelperStartCluster is the helper process of TestClusterDiesWithItsStarter.
 func TestHelperStartCluster(t *testing.T) {
 	dir := os.Getenv("PGLOCAL_HELPER_DIR")
 	if dir == "" {
 		t.Skip("helper process of TestClusterDiesWithItsStarter")
 	}
-	srv, err := pglocal.Start(pglocal.Options{Dir: dir, Fast: true, Ephemeral: true})
+	srv, err := pglocal.Start(pglocal.Options{Dir: dir, Fast: true, Ephemeral: os.Getenv("PGLOCAL_HELPER_KEEP") == ""})
 	require.NoError(t, err)
 	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
 	require.NoError(t, err)
