@@ -48,7 +48,7 @@ func printDebts(out io.Writer, ds []wallet.Debt, asJSON bool) error {
 	}
 	return printList(out, ds, asJSON, func(d wallet.Debt) string {
 		return fmt.Sprintf("player=%d owes %d Mana (since %s)", d.PlayerID, d.Mana, d.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
-	}, fmt.Sprintf("%d open debts, %d Mana in total", len(ds), total))
+	}, fmt.Sprintf("%s, %d Mana in total", count(len(ds), "open debt"), total))
 }
 
 func newDebtsForgiveCmd() *cobra.Command {

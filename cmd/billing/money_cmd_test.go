@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,7 +60,7 @@ func TestMoneyCommands(t *testing.T) {
 	// Replayed after the debt opened, that key forgives nothing.
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, early...)), &f))
 	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, f)
-	require.Contains(t, runBilling(t, env, "debts", "list"), "1 open debts, 60 Mana in total")
+	require.Contains(t, runBilling(t, env, "debts", "list"), "1 open debt, 60 Mana in total")
 
 	forgive := []string{"debts", "forgive", "--player", p, "--key", "fg-1", "--reason", "support", "--json"}
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, forgive...)), &f))
@@ -93,7 +94,9 @@ func TestPaymentsMarkRefunded(t *testing.T) {
 		currency, mana_minted, status, reason) VALUES ('paddle', 'txn_twice', $1, $2, 'evt_twice', 999, 'usd', 0, 'unapplied',
 		'order is already paid') RETURNING id`, order, player).Scan(&payment))
 	id := strconv.FormatInt(payment, 10)
-	require.Contains(t, runBilling(t, env, "payments", "list", "--unapplied"), "txn_twice")
+	listed := runBilling(t, env, "payments", "list", "--unapplied")
+	require.Contains(t, listed, "txn_twice")
+	require.True(t, strings.HasSuffix(listed, "\n1 payment\n"), "one payment, counted in the singular:\n%s", listed)
 
 	var got struct {
 		ID       string `json:"id"`

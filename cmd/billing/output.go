@@ -51,3 +51,12 @@ func printList[T any](out io.Writer, items []T, asJSON bool, line func(T) string
 	_, err := fmt.Fprintln(out, summary)
 	return err
 }
+
+// count is "1 payment", "0 payments", "2 payments": n and the noun, plural
+// unless n is one.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -94,7 +94,7 @@ that mark-refunded takes.`,
 }
 
 func printPayments(out io.Writer, ps []fulfillment.Payment, asJSON bool) error {
-	return printList(out, ps, asJSON, paymentLine, fmt.Sprintf("%d payments", len(ps)))
+	return printList(out, ps, asJSON, paymentLine, count(len(ps), "payment"))
 }
 
 func paymentLine(p fulfillment.Payment) string {
