@@ -61,11 +61,16 @@ const (
 
 // Provider API base URLs.
 const (
-	DefaultStripeAPIURL  = "https://api.stripe.com"
-	PaddleSandboxURL     = "https://sandbox-api.paddle.com"
-	PaddleProductionURL  = "https://api.paddle.com"
-	DefaultCreemAPIURL   = "https://api.creem.io"
-	DefaultCheckoutURL   = "http://localhost:8080/"
+	DefaultStripeAPIURL = "https://api.stripe.com"
+	PaddleSandboxURL    = "https://sandbox-api.paddle.com"
+	PaddleProductionURL = "https://api.paddle.com"
+	DefaultCreemAPIURL  = "https://api.creem.io"
+	DefaultCheckoutURL  = "http://localhost:8080/"
+	// DefaultHTTPAddr is where `billing web` listens unless told; DevHTTPAddr
+	// is `billing dev`'s default, loopback only: dev serves an
+	// unauthenticated simulated checkout that mints Mana.
+	DefaultHTTPAddr      = ":8080"
+	DevHTTPAddr          = "127.0.0.1:8080"
 	defaultReconcileSpec = "@hourly"
 )
 
@@ -164,7 +169,7 @@ func Default() *Config {
 func BindFlags(fs *pflag.FlagSet) {
 	fs.String("config", "", "path to billing.yaml (optional)")
 	fs.String("database-url", "", "PostgreSQL URL (env BILLING_DATABASE_URL)")
-	fs.String("http-addr", "", "HTTP listen address (env BILLING_HTTP_ADDR, default :8080)")
+	fs.String("http-addr", "", "HTTP listen address (env BILLING_HTTP_ADDR, default "+DefaultHTTPAddr+"; billing dev: "+DevHTTPAddr+")")
 }
 
 // Options tune Load.
@@ -173,12 +178,18 @@ type Options struct {
 	RequireDatabase bool
 	// Env replaces os.LookupEnv-based environment lookups (tests).
 	Env map[string]string
+	// HTTPAddr replaces DefaultHTTPAddr as the listen address used when no
+	// flag, variable or file sets one (billing dev: DevHTTPAddr).
+	HTTPAddr string
 }
 
 // Load reads flags (may be nil), the environment and the optional file.
 func Load(fs *pflag.FlagSet, opts Options) (*Config, error) {
 	v := viper.New()
 	setDefaults(v)
+	if opts.HTTPAddr != "" {
+		v.SetDefault(KeyHTTPAddr, opts.HTTPAddr)
+	}
 	if err := bindEnv(v, opts.Env); err != nil {
 		return nil, err
 	}
@@ -211,7 +222,7 @@ func LoadFile(path string, opts Options) (*Config, error) {
 }
 
 func setDefaults(v *viper.Viper) {
-	v.SetDefault(KeyHTTPAddr, ":8080")
+	v.SetDefault(KeyHTTPAddr, DefaultHTTPAddr)
 	v.SetDefault(KeyEnforcerSchedule, "*/5 * * * *")
 	v.SetDefault(KeyServiceDayTZ, "UTC")
 	v.SetDefault(KeySparksPerMana, "1")
@@ -292,7 +303,8 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	}
 	c.EnforcerSchedule = sched
 	if c.ServiceDayTZ, err = time.LoadLocation(strings.TrimSpace(v.GetString(KeyServiceDayTZ))); err != nil {
-		return nil, &Error{Key: KeyServiceDayTZ, Err: fmt.Errorf("unknown time zone: %w", err)}
+		// LoadLocation's own error already names the zone ("unknown time zone X").
+		return nil, &Error{Key: KeyServiceDayTZ, Err: fmt.Errorf("want an IANA time zone such as Europe/Berlin: %w", err)}
 	}
 	if c.SparksPerMana, err = parsePositive(v.GetString(KeySparksPerMana)); err != nil {
 		return nil, &Error{Key: KeySparksPerMana, Err: err}

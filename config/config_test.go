@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
@@ -193,4 +194,37 @@ func TestSKUProviderIDs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fulfillment.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
 		PaddlePriceID: "pri_1"}, c.SKUs["mana_1000"])
+}
+
+// TestHTTPAddrDefaults: billing web listens on every interface unless
+// told; billing dev (Options.HTTPAddr) on loopback, and a variable or a
+// flag still overrides it.
+func TestHTTPAddrDefaults(t *testing.T) {
+	t.Parallel()
+	web, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	require.Equal(t, ":8080", web.HTTPAddr)
+	dev, err := config.Load(nil, config.Options{Env: map[string]string{}, HTTPAddr: config.DevHTTPAddr})
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", dev.HTTPAddr)
+	env, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_HTTP_ADDR": ":9000"}, HTTPAddr: config.DevHTTPAddr})
+	require.NoError(t, err)
+	require.Equal(t, ":9000", env.HTTPAddr)
+	fs := pflag.NewFlagSet("dev", pflag.ContinueOnError)
+	config.BindFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--http-addr", "0.0.0.0:9001"}))
+	flag, err := config.Load(fs, config.Options{Env: map[string]string{}, HTTPAddr: config.DevHTTPAddr})
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:9001", flag.HTTPAddr)
+}
+
+// TestTimeZoneErrorSaysItOnce: the error names the zone once, with what
+// is wanted instead.
+func TestTimeZoneErrorSaysItOnce(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_SERVICE_DAY_TZ": "Mars/Olympus"}})
+	require.Error(t, err)
+	require.Equal(t, 1, strings.Count(err.Error(), "unknown time zone"), err.Error())
+	require.Equal(t, 1, strings.Count(err.Error(), "Mars/Olympus"), err.Error())
+	require.Contains(t, err.Error(), "service_day_tz")
 }

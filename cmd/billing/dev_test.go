@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,7 @@ import (
 func TestDevRestart(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "dev")
-	var keys []string
+	var keys, exports []string
 	for i, label := range []string{"cold", "warm"} {
 		addr := freeAddr(t)
 		p := startProc(t, []string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, "dev", "--dir", dir)
@@ -32,9 +33,12 @@ func TestDevRestart(t *testing.T) {
 		require.Equal(t, 200, code, body)
 		require.Contains(t, body, "billing_marquees_unfunded", "the web side's gauges on the one metrics listener")
 		requireNoPublicMetrics(t, "http://"+addr)
+		require.Contains(t, p.out.String(), "Listening  on loopback only ("+addr+")")
+		exports = append(exports, requireDevDatabaseURL(t, p.out.String(), dir))
 		p.stop(t, syscall.SIGINT, 20*time.Second)
 	}
 	require.Equal(t, keys[0], keys[1], "the demo player survives a restart")
+	require.Equal(t, exports[0], exports[1], "the database keeps its port (and URL) across restarts")
 	out, _ := exec.Command("pgrep", "-f", "postgres.*-D "+dir).Output()
 	require.Empty(t, strings.TrimSpace(string(out)), "no postgres left behind")
 }
@@ -49,4 +53,30 @@ func between(s, start, end string) string {
 		return s[:j]
 	}
 	return s
+}
+
+// requireDevDatabaseURL checks the banner's export line: it names the URL
+// kept in <dir>/database.url (mode 0600), and pasted into a shell it points
+// the operator commands at dev's database. It returns the line.
+func requireDevDatabaseURL(t *testing.T, banner, dir string) string {
+	t.Helper()
+	export := strings.TrimSpace(between(banner, "\n  export BILLING_DATABASE_URL=", "\n"))
+	require.NotEmpty(t, export, banner)
+	info, err := os.Stat(filepath.Join(dir, "database.url"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	kept, err := os.ReadFile(filepath.Join(dir, "database.url"))
+	require.NoError(t, err)
+	require.Equal(t, "'"+strings.TrimSpace(string(kept))+"'", export)
+	require.Contains(t, string(kept), ":billing@", "the full URL, password included")
+	for cmd, want := range map[string]string{
+		"ledger verify": "ledger clean", "payments list": "1 payment\n", "debts list": "0 open debts",
+	} {
+		sh := exec.Command("bash", "-c", "export BILLING_DATABASE_URL="+export+"; \"$BILLING\" "+cmd)
+		sh.Env = append(os.Environ(), "BILLING="+binPath, "BILLING_DATABASE_URL=")
+		out, err := sh.CombinedOutput()
+		require.NoError(t, err, "%s:\n%s", cmd, out)
+		require.Contains(t, string(out), want, cmd)
+	}
+	return export
 }
