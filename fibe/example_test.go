@@ -24,12 +24,12 @@ func Example_createPlaygroundSafely() {
 
 	key := fibe.NewIdempotencyKey() // persist this with your job before calling
 	ctx := fibe.WithIdempotencyKey(context.Background(), key)
-	accepted, err := client.Playgrounds.Create(ctx, "42", &fibe.PlaygroundParams{Name: "demo"})
+	accepted, err := client.Playgrounds.Create(ctx, "42", fibe.PlaygroundParams{Name: "demo"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Running the same call again with the same key answers the same request.
-	again, err := client.Playgrounds.Create(ctx, "42", &fibe.PlaygroundParams{Name: "demo"})
+	again, err := client.Playgrounds.Create(ctx, "42", fibe.PlaygroundParams{Name: "demo"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func ExampleAPIError() {
 	defer srv.Close()
 	client := fibe.NewClient(srv.URL, "bk_your_api_key")
 
-	_, err := client.Playgrounds.Create(context.Background(), "13", nil)
+	_, err := client.Playgrounds.Create(context.Background(), "13", fibe.PlaygroundParams{})
 	if fibe.IsCode(err, "marquee_not_funded") {
 		fmt.Println("fund Marquee 13 first")
 	}

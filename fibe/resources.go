@@ -248,7 +248,9 @@ type Playground struct {
 	LastResponse *Response  `json:"-"`
 }
 
-// PlaygroundParams create a playground.
+// PlaygroundParams create a playground. An empty Name is left out of the
+// request, and the server names the playground "playground"; a name is at
+// most 200 printable characters.
 type PlaygroundParams struct {
 	Name string `json:"name,omitempty"`
 }
@@ -259,10 +261,7 @@ type PlaygroundParams struct {
 type PlaygroundsService struct{ c *Client }
 
 // Create queues a new playground on a Marquee.
-func (s *PlaygroundsService) Create(ctx context.Context, marqueeID string, p *PlaygroundParams) (*Accepted, error) {
-	if p == nil {
-		p = &PlaygroundParams{}
-	}
+func (s *PlaygroundsService) Create(ctx context.Context, marqueeID string, p PlaygroundParams) (*Accepted, error) {
 	return s.c.accepted(ctx, "/v1/marquees/"+url.PathEscape(marqueeID)+"/playgrounds", p)
 }
 

@@ -224,7 +224,7 @@ func (s *demoSeed) print(w io.Writer, base string) {
 	fmt.Fprintf(w, `
 Demo player %[1]d, API key:
   %[2]s
-Demo Marquee %[3]d (funded today), demo order %[4]d (%[9]s, paid by a signed Stripe webhook).
+Demo Marquee %[3]d (funded today), demo order %[4]d (%[7]s, paid by a signed Stripe webhook).
 Try:
   curl -sS %[5]s %[6]s/v1/wallets
   curl -sS %[5]s %[6]s/v1/marquees/%[3]d
@@ -232,10 +232,41 @@ Try:
   curl -sS %[5]s %[6]s/v1/wallets/mana/transactions
   curl -sS %[5]s -H 'Content-Type: application/json' -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"mana":100}' %[6]s/v1/conversions
   REQ=$(curl -sS %[5]s -H 'Content-Type: application/json' -H "Idempotency-Key: $(openssl rand -hex 16)" -d '{"name":"hello"}' %[6]s/v1/marquees/%[3]d/playgrounds | sed -E 's/.*"request_id":"([0-9]+)".*/\1/'); sleep 2; curl -sS %[5]s %[6]s/v1/requests/$REQ
-Go SDK (package github.com/fibe-dev/billing/fibe):
-	client := fibe.NewClient(%[7]q, %[8]q)
+`, s.PlayerID, s.APIKey, s.MarqueeID, s.OrderID, auth, base, demoSKU)
+}
+
+// sdkHeader starts the SDK section of the banner; the program follows the
+// setup lines, up to its closing brace.
+const sdkHeader = "Go SDK (package " + modulePath + "/fibe): in a new directory,"
+
+// printSDK prints a complete Go program against this dev and the commands
+// that build it, requiring the SDK's module from the clone at root ("" when
+// dev does not run from a clone: a placeholder to fill in).
+func (s *demoSeed) printSDK(w io.Writer, base, root string) {
+	if root == "" {
+		root = "/path/to/your/billing/clone"
+	}
+	fmt.Fprintf(w, `
+%[1]s
+  go mod init fibe-demo
+  go mod edit -require=%[2]s@v0.0.0 -replace=%[2]s=%[3]s
+save this program as main.go, then
+  go run .
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"%[2]s/fibe"
+)
+
+func main() {
+	client := fibe.NewClient(%[4]q, %[5]q)
 	ctx := context.Background()
-	accepted, err := client.Playgrounds.Create(ctx, "%[3]d", &fibe.PlaygroundParams{Name: "hello"})
+	accepted, err := client.Playgrounds.Create(ctx, "%[6]d", fibe.PlaygroundParams{Name: "hello"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -244,5 +275,6 @@ Go SDK (package github.com/fibe-dev/billing/fibe):
 		log.Fatal(err)
 	}
 	fmt.Println(accepted.PlaygroundID, req.Status)
-`, s.PlayerID, s.APIKey, s.MarqueeID, s.OrderID, auth, base, base, s.APIKey, demoSKU)
+}
+`, sdkHeader, modulePath, shellQuote(root), base, s.APIKey, s.MarqueeID)
 }

@@ -48,21 +48,37 @@ func TestDevSeedPrintsWorkingExamples(t *testing.T) {
 	require.Equal(t, "fulfilled", answers[2]["status"], "the demo order is paid and fulfilled")
 	require.Equal(t, "playground_create", answers[5]["kind"])
 
-	// The SDK snippet, compiled in a throwaway module that points here.
-	snippet := between(banner, "Go SDK (package github.com/fibe-dev/billing/fibe):\n", "\n\n")
-	require.NotEmpty(t, snippet)
+	runSDKProgram(t, banner)
+	p.stop(t, syscall.SIGINT, 20*time.Second)
+}
+
+// runSDKProgram follows the banner's Go SDK section as printed: its
+// commands in a new directory, its program saved as main.go, then built and
+// run against the dev server (offline: from the module cache).
+func runSDKProgram(t *testing.T, banner string) {
+	t.Helper()
+	section := between(banner, sdkHeader+"\n", "\nCtrl-C stops everything")
+	setup, program, ok := strings.Cut(section, "save this program as main.go, then\n")
+	require.True(t, ok, "the SDK section:\n%s", section)
+	run, program, ok := strings.Cut(program, "\n\n")
+	require.True(t, ok)
+	require.True(t, strings.HasPrefix(program, "package main\n"), "a complete program:\n%s", program)
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	mod := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module demo\n\ngo 1.26\n\nrequire github.com/fibe-dev/billing v0.0.0\n\nreplace github.com/fibe-dev/billing => "+root+"\n"), 0o644))
-	src := "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\t\"log\"\n\n\t\"github.com/fibe-dev/billing/fibe\"\n)\n\nfunc main() {\n" + snippet + "\n}\n"
-	require.NoError(t, os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644))
-	run := exec.Command("go", "run", ".")
-	run.Dir = mod
-	run.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	out, err := run.CombinedOutput()
-	require.NoError(t, err, "%s\n%s", src, out)
-	require.Regexp(t, `^\d+ succeeded\n$`, string(out))
+	require.Contains(t, setup, "-replace=github.com/fibe-dev/billing='"+root+"'", "dev names its own clone")
 
-	p.stop(t, syscall.SIGINT, 20*time.Second)
+	dir := t.TempDir()
+	sh := func(lines string) {
+		cmd := exec.Command("bash", "-e", "-c", lines)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s\n%s", lines, out)
+		if strings.Contains(lines, "go run") {
+			require.Regexp(t, `^\d+ succeeded\n$`, string(out), "the program's output")
+		}
+	}
+	sh(setup)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
+	sh(run)
 }

@@ -284,7 +284,7 @@ func (p *player) fund(ctx context.Context) {
 }
 
 func (p *player) createPlayground(ctx context.Context) {
-	acc, err := p.sdk.Playgrounds.Create(ctx, p.mqs[p.rng.IntN(len(p.mqs))], nil)
+	acc, err := p.sdk.Playgrounds.Create(ctx, p.mqs[p.rng.IntN(len(p.mqs))], fibe.PlaygroundParams{})
 	acked, refused := p.sdkResult(lastResp(acc, func(a *fibe.Accepted) *fibe.Response { return a.LastResponse }), err)
 	if fibe.IsCode(err, "marquee_not_funded") {
 		p.run.model.gate402.Add(1)

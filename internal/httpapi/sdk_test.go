@@ -80,7 +80,7 @@ func TestSDKRetriesThroughLostResponses(t *testing.T) {
 	requireReplayedSecondAttempt(t, order.LastResponse)
 	require.Equal(t, fibe.OrderPending, order.Status)
 
-	acc, err := client.Playgrounds.Create(ctx, idStr(marquee), &fibe.PlaygroundParams{Name: "safe"})
+	acc, err := client.Playgrounds.Create(ctx, idStr(marquee), fibe.PlaygroundParams{Name: "safe"})
 	require.NoError(t, err)
 	requireReplayedSecondAttempt(t, acc.LastResponse)
 	require.NotEmpty(t, acc.PlaygroundID)
@@ -138,7 +138,7 @@ func TestSDKAgainstServer(t *testing.T) {
 	m, err := client.Marquees.Create(ctx, fibe.MarqueeParams{Name: "sdk", Plan: "standard"})
 	require.NoError(t, err)
 	require.False(t, m.Funded)
-	_, err = client.Playgrounds.Create(ctx, m.ID, nil)
+	_, err = client.Playgrounds.Create(ctx, m.ID, fibe.PlaygroundParams{})
 	require.True(t, fibe.IsCode(err, CodeMarqueeNotFunded))
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, http.StatusPaymentRequired, apiErr.StatusCode)
@@ -153,7 +153,7 @@ func TestSDKAgainstServer(t *testing.T) {
 	require.True(t, m.Funded)
 	require.NotNil(t, m.PaidThrough)
 
-	acc, err = client.Playgrounds.Create(ctx, m.ID, &fibe.PlaygroundParams{Name: "pg"})
+	acc, err = client.Playgrounds.Create(ctx, m.ID, fibe.PlaygroundParams{Name: "pg"})
 	require.NoError(t, err)
 	req, err = client.Requests.Wait(ctx, acc.RequestID)
 	require.NoError(t, err)
