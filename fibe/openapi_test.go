@@ -39,21 +39,23 @@ func TestTypesMatchOpenAPI(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &doc))
 
 	for name, v := range map[string]any{
-		"Balance":            fibe.Balance{},
-		"Wallets":            fibe.Wallets{},
-		"Transaction":        fibe.Transaction{},
-		"TransactionPage":    fibe.TransactionList{},
-		"Conversion":         fibe.Conversion{},
-		"ConversionRequest":  fibe.ConversionParams{},
-		"Order":              fibe.Order{},
-		"CheckoutRequest":    fibe.CheckoutParams{},
-		"Marquee":            fibe.Marquee{},
-		"MarqueeList":        fibe.MarqueeList{},
-		"MarqueeRequest":     fibe.MarqueeParams{},
-		"AcceptedPlayground": fibe.Accepted{},
-		"Playground":         fibe.Playground{},
-		"PlaygroundRequest":  fibe.PlaygroundParams{},
-		"Request":            fibe.Request{},
+		"Balance":             fibe.Balance{},
+		"Wallets":             fibe.Wallets{},
+		"Transaction":         fibe.Transaction{},
+		"TransactionPage":     fibe.TransactionList{},
+		"Conversion":          fibe.Conversion{},
+		"ConversionRequest":   fibe.ConversionParams{},
+		"Order":               fibe.Order{},
+		"CheckoutRequest":     fibe.CheckoutParams{},
+		"Marquee":             fibe.Marquee{},
+		"MarqueeList":         fibe.MarqueeList{},
+		"MarqueeRequest":      fibe.MarqueeParams{},
+		"AcceptedPlayground":  fibe.Accepted{},
+		"Playground":          fibe.Playground{},
+		"PlaygroundRequest":   fibe.PlaygroundParams{},
+		"FundRequest":         fibe.Request{},
+		"PlaygroundOperation": fibe.Request{},
+		"FundResult":          fibe.FundResult{},
 	} {
 		s, ok := doc.Components.Schemas[name]
 		require.True(t, ok, "schema %s is not in the document", name)

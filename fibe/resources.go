@@ -3,8 +3,11 @@ package fibe
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -315,6 +318,58 @@ type Request struct {
 // Done reports whether the request reached a terminal status.
 func (r *Request) Done() bool {
 	return r.Status == RequestSucceeded || r.Status == RequestFailed || r.Status == RequestCancelled
+}
+
+// Request kinds.
+const (
+	KindFund              = "fund"
+	KindPlaygroundCreate  = "playground_create"
+	KindPlaygroundRestart = "playground_restart"
+	KindPlaygroundSync    = "playground_sync"
+)
+
+// FundResult is the Result of a succeeded fund request.
+type FundResult struct {
+	MarqueeID string `json:"marquee_id"`
+	Day       string `json:"day"`
+	// Outcome is funded, already_paid, insufficient or stopped.
+	Outcome       string     `json:"outcome"`
+	TransactionID string     `json:"transaction_id,omitempty"`
+	PaidThrough   *time.Time `json:"paid_through,omitempty"`
+	Error         string     `json:"error,omitempty"`
+}
+
+// ErrNoResult is returned by FundResult and PlaygroundResult for a request
+// of another kind, or one without a result yet (not succeeded).
+var ErrNoResult = errors.New("fibe: the request has no result of that kind")
+
+// FundResult decodes the Result of a succeeded fund request.
+func (r *Request) FundResult() (*FundResult, error) {
+	var out FundResult
+	if err := r.decodeResult(&out, KindFund); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PlaygroundResult decodes the Result of a succeeded playground request
+// (create, restart or sync): the playground after the operation.
+func (r *Request) PlaygroundResult() (*Playground, error) {
+	var out Playground
+	if err := r.decodeResult(&out, KindPlaygroundCreate, KindPlaygroundRestart, KindPlaygroundSync); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (r *Request) decodeResult(dst any, kinds ...string) error {
+	if !slices.Contains(kinds, r.Kind) || r.Status != RequestSucceeded || len(r.Result) == 0 || string(r.Result) == "null" {
+		return fmt.Errorf("%w (kind %s, status %s)", ErrNoResult, r.Kind, r.Status)
+	}
+	if err := json.Unmarshal(r.Result, dst); err != nil {
+		return fmt.Errorf("fibe: decode %s result: %w", r.Kind, err)
+	}
+	return nil
 }
 
 // RequestsService polls asynchronous requests.

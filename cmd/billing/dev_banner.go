@@ -29,7 +29,7 @@ type devBanner struct {
 func (b *devBanner) print(w io.Writer) {
 	fmt.Fprintf(w, `
 billing dev is running.
-  API        %[1]s/v1/   (an index: the API document, the River UI, the docs)
+  API        %[1]s/v1   (an index: the API document, the River UI, the docs)
   API doc    %[1]s/v1/openapi.json
   River UI   %[1]s/riverui/   (user %[2]s, password %[3]s)
   Metrics    %[4]s/metrics

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,19 @@ import (
 // API contract: probes, metrics and the River UI (an admin console behind
 // its own credentials).
 var operational = []string{"GET /healthz", "GET /metrics", "/riverui/", "/riverui"}
+
+// redirects are routes that only send the client to a documented path
+// (the document names them in that path's description).
+var redirects = []string{"GET /v1/{$}"}
+
+// docPath is the document's path of a mux pattern's path: "/{$}" (the
+// exact root) is "/".
+func docPath(pattern string) string {
+	if pattern == "/{$}" {
+		return "/"
+	}
+	return pattern
+}
 
 const conformanceStripeSecret = "whsec_conformance_0123456789"
 
@@ -154,7 +168,10 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.walletCalls(alice, nobody)
 	orderID := c.checkoutCalls(alice, bob)
 	c.webhookCalls(alice, orderID)
-	c.marqueeCalls(alice, bob)
+	ids := c.marqueeCalls(alice, bob)
+	ids["order"] = strconv.FormatInt(orderID, 10)
+	c.indexCalls(nobody)
+	c.headCalls(alice, bob, nobody, ids)
 
 	for _, path := range c.e.srv.Config.Handler.(*Server).documentedOperations(t) {
 		seen := c.seen[path.id]
@@ -193,6 +210,8 @@ func (c *conformance) walletCalls(alice, nobody player) {
 	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "conv-3", body: `{"mana":0}`, want: 400, code: CodeInvalidAmount, docInvalid: true})
 	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "conv-4", body: `{"mana":1,"sparks":1}`, want: 400, code: CodeInvalidRequest, docInvalid: true})
 	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: strings.Repeat("k", 300), body: `{"mana":1}`, want: 400, code: CodeIdempotencyKeyInvalid, docInvalid: true})
+	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: strings.Repeat("k", 256), body: `{"mana":1}`, want: 400, code: CodeIdempotencyKeyInvalid, docInvalid: true})
+	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: strings.Repeat("k", 255), body: `{"mana":1}`, want: 201})
 	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "conv-5", body: `{"mana":1}` + strings.Repeat(" ", maxBodyBytes), want: 413, code: CodeBodyTooLarge})
 	c.do(call{as: nobody, method: "POST", path: "/v1/conversions", key: "conv-6", body: `{"mana":1}`, want: 401, code: CodeUnauthorized})
 	c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "conv-7", body: `{"mana":1}`,
@@ -236,10 +255,14 @@ func (c *conformance) webhookCalls(alice player, orderID int64) {
 	})
 }
 
-func (c *conformance) marqueeCalls(alice, bob player) {
+// marqueeCalls returns the ids it made: marquee, playground, request.
+func (c *conformance) marqueeCalls(alice, bob player) map[string]string {
 	m := c.do(call{as: alice, method: "POST", path: "/v1/marquees", key: "mq-1", body: `{"name":"box","plan":"standard"}`, want: 201})
 	c.do(call{as: alice, method: "POST", path: "/v1/marquees", key: "mq-2", body: `{"name":"box","plan":"gold"}`, want: 400, code: "unknown_plan"})
 	c.do(call{as: alice, method: "POST", path: "/v1/marquees", key: "mq-3", body: `{"name":"","plan":"standard"}`, want: 400, code: "invalid_name", docInvalid: true})
+	c.do(call{as: alice, method: "POST", path: "/v1/marquees", key: "mq-4", body: `{"name":"` + strings.Repeat("é", 100) + `","plan":"standard"}`, want: 201})
+	c.do(call{as: alice, method: "POST", path: "/v1/marquees", key: "mq-5", body: `{"name":"` + strings.Repeat("é", 101) + `","plan":"standard"}`,
+		want: 400, code: "invalid_name", docInvalid: true})
 	id := m.str("id")
 	c.do(call{as: alice, method: "GET", path: "/v1/marquees", want: 200})
 	c.do(call{as: alice, method: "GET", path: "/v1/marquees/" + id, want: 200})
@@ -257,10 +280,73 @@ func (c *conformance) marqueeCalls(alice, bob player) {
 	pid := pg.str("playground_id")
 	c.do(call{as: alice, method: "GET", path: "/v1/playgrounds/" + pid, want: 200})
 	c.do(call{as: bob, method: "GET", path: "/v1/playgrounds/" + pid, want: 404, code: CodeNotFound})
-	c.do(call{as: alice, method: "POST", path: "/v1/playgrounds/" + pid + "/restart", key: "pg-r", body: `{}`, want: 202})
+	restart := c.do(call{as: alice, method: "POST", path: "/v1/playgrounds/" + pid + "/restart", key: "pg-r", body: `{}`, want: 202})
+	c.waitSucceeded(alice, restart.str("request_id"))
 	c.do(call{as: bob, method: "POST", path: "/v1/playgrounds/" + pid + "/restart", key: "pg-r2", want: 404, code: CodeNotFound})
-	c.do(call{as: alice, method: "POST", path: "/v1/playgrounds/" + pid + "/sync", key: "pg-s", want: 202})
+	sync := c.do(call{as: alice, method: "POST", path: "/v1/playgrounds/" + pid + "/sync", key: "pg-s", want: 202})
+	c.waitSucceeded(alice, sync.str("request_id"))
+	c.playgroundNameCalls(alice, id)
 	c.do(call{as: alice, method: "POST", path: "/v1/playgrounds/" + pid + "/sync", key: "pg-s2", body: `{"x":1}`, want: 400, code: CodeInvalidRequest, docInvalid: true})
+	return map[string]string{"marquee": id, "playground": pid, "request": pg.str("request_id")}
+}
+
+// playgroundNameCalls: a playground's name is optional (no body, {}, or
+// "" name it "playground") and at most 200 printable characters, as the
+// document says.
+func (c *conformance) playgroundNameCalls(alice player, marquee string) {
+	path := "/v1/marquees/" + marquee + "/playgrounds"
+	for i, body := range []string{"", `{}`, `{"name":""}`} {
+		pg := c.do(call{as: alice, method: "POST", path: path, key: fmt.Sprintf("pg-default-%d", i), body: body, want: 202})
+		got := c.do(call{as: alice, method: "GET", path: "/v1/playgrounds/" + pg.str("playground_id"), want: 200})
+		require.Equal(c.t, "playground", got.str("name"), "body %q", body)
+	}
+	long := strings.Repeat("é", 200)
+	pg := c.do(call{as: alice, method: "POST", path: path, key: "pg-200", body: `{"name":"` + long + `"}`, want: 202})
+	require.Equal(c.t, long, c.do(call{as: alice, method: "GET", path: "/v1/playgrounds/" + pg.str("playground_id"), want: 200}).str("name"))
+	c.do(call{as: alice, method: "POST", path: path, key: "pg-201", body: `{"name":"` + long + `e"}`, want: 400, code: "invalid_name", docInvalid: true})
+	c.do(call{as: alice, method: "POST", path: path, key: "pg-rlo", body: `{"name":"a\u202eb"}`, want: 400, code: "invalid_name"})
+}
+
+// indexCalls: / and /v1 answer the index without a key; /v1/ sends the
+// client to /v1.
+func (c *conformance) indexCalls(nobody player) {
+	big := map[string]string{"X-Big": strings.Repeat("b", 100<<10)}
+	for _, path := range []string{"/", "/v1"} {
+		ix := c.do(call{as: nobody, method: "GET", path: path, want: 200})
+		require.Equal(c.t, "/v1/openapi.json", ix.str("api_document"))
+		c.do(call{as: nobody, method: "GET", path: path, headers: big, want: 431, code: CodeHeadersTooLarge})
+	}
+	c.do(call{as: nobody, method: "GET", path: "/v1/openapi.json", headers: big, want: 431, code: CodeHeadersTooLarge})
+	resp, err := noRedirects.Get(c.e.srv.URL + "/v1/")
+	require.NoError(c.t, err)
+	resp.Body.Close()
+	require.Equal(c.t, http.StatusPermanentRedirect, resp.StatusCode)
+	require.Equal(c.t, "/v1", resp.Header.Get("Location"))
+}
+
+// headCalls sends HEAD to every GET route: the GET's status and headers,
+// no body, for a success and for an error.
+func (c *conformance) headCalls(alice, bob, nobody player, ids map[string]string) {
+	public := []string{"/", "/v1", "/v1/openapi.json"}
+	owned := []string{"/v1/wallets", "/v1/wallets/mana/transactions", "/v1/marquees", "/v1/orders/" + ids["order"],
+		"/v1/marquees/" + ids["marquee"], "/v1/playgrounds/" + ids["playground"], "/v1/requests/" + ids["request"]}
+	big := map[string]string{"X-Big": strings.Repeat("b", 100<<10)}
+	for _, path := range append(public, owned...) {
+		as := nobody
+		if !slices.Contains(public, path) {
+			as = alice
+		}
+		got := c.do(call{as: as, method: "GET", path: path, want: 200})
+		head := c.do(call{as: as, method: "HEAD", path: path, want: 200})
+		require.Empty(c.t, head.raw, "HEAD %s has no body", path)
+		require.Equal(c.t, got.header.Get("Content-Type"), head.header.Get("Content-Type"), path)
+		if slices.Contains(public, path) {
+			c.do(call{as: as, method: "HEAD", path: path, headers: big, want: 431})
+		} else {
+			c.do(call{as: nobody, method: "HEAD", path: path, want: 401})
+		}
+	}
+	c.do(call{as: bob, method: "HEAD", path: "/v1/marquees/" + ids["marquee"], want: 404})
 }
 
 // waitSucceeded polls a request (each poll checked against the document).
@@ -298,7 +384,12 @@ func (s *Server) documentedOperations(t *testing.T) []operationRef {
 			req, err := http.NewRequest(method, concrete, nil)
 			require.NoError(t, err)
 			_, pattern := s.mux.Handler(req)
-			require.Equal(t, method+" "+path, pattern, "documented %s %s is not routed", method, path)
+			routed := method
+			if method == http.MethodHead {
+				routed = http.MethodGet // a GET pattern answers HEAD too
+			}
+			routedMethod, routedPath, _ := strings.Cut(pattern, " ")
+			require.Equal(t, routed+" "+path, routedMethod+" "+docPath(routedPath), "documented %s %s is not routed", method, path)
 			out = append(out, operationRef{id: op.OperationID, route: method + " " + path})
 		}
 	}
@@ -316,14 +407,18 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	patterns := muxPatterns(t, s.mux)
 	require.Contains(t, patterns, "GET /v1/wallets", "the route table walk found nothing: net/http changed")
 	for _, p := range patterns {
-		if slices.Contains(operational, p) {
+		if slices.Contains(operational, p) || slices.Contains(redirects, p) {
 			continue
 		}
 		method, path, ok := strings.Cut(p, " ")
 		require.True(t, ok, "route %q answers every method; document it per method", p)
+		path = docPath(path)
 		item := doc.Paths.Value(path)
 		require.NotNil(t, item, "route %s is not in api/openapi.yaml", p)
 		require.NotNil(t, item.GetOperation(method), "route %s is not in api/openapi.yaml", p)
+		if method == http.MethodGet {
+			require.NotNil(t, item.GetOperation(http.MethodHead), "route %s answers HEAD too: document it", p)
+		}
 	}
 	require.NotEmpty(t, s.documentedOperations(t))
 }
@@ -351,4 +446,49 @@ func muxPatterns(t *testing.T, mux *http.ServeMux) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestOpenAPIMethodNotAllowed sends every documented path a method the
+// document does not list for it: the answer is the documented 405
+// method_not_allowed, its body the documented schema, and its Allow header
+// lists exactly the path's documented methods.
+func TestOpenAPIMethodNotAllowed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	doc := loadDoc(t, e.srv.URL)
+	alice := e.newPlayer("alice")
+	for path, item := range doc.Paths.Map() {
+		var documented []string
+		for method := range item.Operations() {
+			documented = append(documented, method)
+		}
+		sort.Strings(documented)
+		other := ""
+		for _, m := range []string{http.MethodDelete, http.MethodPut, http.MethodPatch, http.MethodPost, http.MethodGet} {
+			if !slices.Contains(documented, m) {
+				other = m
+				break
+			}
+		}
+		concrete := strings.NewReplacer("{id}", "1", "{currency}", "mana", "{provider}", "stripe").Replace(path)
+		r := e.do(alice, other, concrete, "", "")
+		requireProblem(t, r, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+		allow := strings.Split(r.header.Get("Allow"), ", ")
+		sort.Strings(allow)
+		require.Equal(t, documented, allow, "%s %s: Allow lists the documented methods", other, path)
+
+		for method, op := range item.Operations() {
+			if method == http.MethodHead {
+				continue // its 4XX covers the 405
+			}
+			resp := op.Responses.Status(http.StatusMethodNotAllowed)
+			require.NotNil(t, resp, "%s %s documents no 405", method, path)
+			require.NotNil(t, resp.Value.Headers["Allow"], "%s %s: the 405 documents Allow", method, path)
+			require.True(t, resp.Value.Headers["Allow"].Value.Required)
+			var body any
+			require.NoError(t, json.Unmarshal(r.raw, &body))
+			schema := resp.Value.Content.Get("application/problem+json").Schema.Value
+			require.NoError(t, schema.VisitJSON(body), "%s %s: the 405 body is the documented one", method, path)
+		}
+	}
 }

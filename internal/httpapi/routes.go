@@ -7,10 +7,16 @@ import (
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
-// mountRoutes mounts the /v1 API and the webhook intake.
+// mountRoutes mounts the /v1 API, the webhook intake and the index.
 func (s *Server) mountRoutes() error {
 	s.mux.Handle("POST /webhooks/{provider}", s.webhooks())
 	s.mux.Handle("GET /v1/openapi.json", s.openAPI())
+	for _, route := range []string{"GET /{$}", "GET /v1"} {
+		s.mux.Handle(route, s.index(route))
+	}
+	// The document's paths carry no trailing slash; /v1/ (what a person
+	// types) is sent to the one that has the index.
+	s.mux.Handle("GET /v1/{$}", http.RedirectHandler("/v1", http.StatusPermanentRedirect))
 	s.mountV1()
 	if s.opts.DevCheckout != nil {
 		s.mux.Handle(checkout.SimulatedPath, s.opts.DevCheckout)
