@@ -33,6 +33,7 @@ func TestDevRestart(t *testing.T) {
 		require.Equal(t, 200, code, body)
 		require.Contains(t, body, "billing_marquees_unfunded", "the web side's gauges on the one metrics listener")
 		requireNoPublicMetrics(t, "http://"+addr)
+		requireBannerLinks(t, p.out.String())
 		require.Contains(t, p.out.String(), "Listening  on loopback only ("+addr+")")
 		exports = append(exports, requireDevDatabaseURL(t, p.out.String(), dir))
 		p.stop(t, syscall.SIGINT, 20*time.Second)
@@ -79,4 +80,19 @@ func requireDevDatabaseURL(t *testing.T, banner, dir string) string {
 		require.Contains(t, string(out), want, cmd)
 	}
 	return export
+}
+
+// requireBannerLinks: the banner's API link answers the index and its API
+// document link the document.
+func requireBannerLinks(t *testing.T, banner string) {
+	t.Helper()
+	api := strings.Fields(between(banner, "\n  API        ", "\n"))[0]
+	code, body := get(t, api, "", "")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `"api_document":"/v1/openapi.json"`)
+	require.Contains(t, body, `"river_ui":"/riverui/"`)
+	doc := strings.TrimSpace(between(banner, "\n  API doc    ", "\n"))
+	code, body = get(t, doc, "", "")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `"openapi":"3.1.0"`)
 }
