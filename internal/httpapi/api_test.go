@@ -215,6 +215,56 @@ func TestConcurrentIdenticalPOSTsHaveOneEffect(t *testing.T) {
 	e.requireAuditClean()
 }
 
+// TestRespelledRetriesHaveOneEffect races, per route, goroutines that
+// send one request under one Idempotency-Key with its body spelled each its
+// own way (member order, whitespace, escapes), as clients and proxies that
+// re-serialize JSON do: exactly one effect, every other answer a replay of
+// it (or 409 in use while it runs); then the full audit.
+func TestRespelledRetriesHaveOneEffect(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Mana, 1000)
+	for _, tc := range []struct {
+		path      string
+		spellings []string
+		status    int
+		effects   string
+		want      int
+	}{
+		{"/v1/conversions", []string{`{"mana":7}`, `{"mana": 7}`, "{\n  \"mana\": 7\n}", `{ "m\u0061na" :7 }`},
+			http.StatusCreated, `SELECT count(*) FROM wallet_transactions WHERE kind = 'conversion'`, 2},
+		{"/v1/marquees", []string{`{"name":"web","plan":"standard"}`, `{"plan":"standard","name":"web"}`,
+			`{ "plan" : "standard" , "name" : "w\u0065b" }`}, http.StatusCreated, `SELECT count(*) FROM marquees`, 1},
+		{"/v1/checkouts", []string{`{"sku":"mana_1000","provider":"stripe"}`, `{"provider":"stripe","sku":"mana_1000"}`},
+			http.StatusCreated, `SELECT count(*) FROM orders`, 1},
+	} {
+		key := "respelled:" + tc.path
+		const n = 24
+		replies := make([]reply, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				replies[i] = e.do(alice, http.MethodPost, tc.path, key, tc.spellings[i%len(tc.spellings)])
+			}()
+		}
+		close(start)
+		wg.Wait()
+		requireOneEffect(t, replies, tc.status)
+		require.Equal(t, tc.want, e.count(tc.effects), tc.path)
+		for _, body := range tc.spellings {
+			r := e.do(alice, http.MethodPost, tc.path, key, body)
+			require.Equal(t, tc.status, r.status, body)
+			require.True(t, r.replayed(), "%s %s is the same request", tc.path, body)
+		}
+	}
+	e.requireAuditClean()
+}
+
 func TestCheckoutsOrdersAndMarquees(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

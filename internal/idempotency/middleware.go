@@ -137,7 +137,7 @@ func (m *Middleware) serveWith(w http.ResponseWriter, r *http.Request, run func(
 		m.opts.WriteError(w, r, ErrNoPlayer)
 		return
 	}
-	look, err := m.store.Begin(r.Context(), playerID, key, Fingerprint(r.Method, r.URL.Path, body), m.opts.Now())
+	look, err := m.store.Begin(r.Context(), playerID, key, NewFingerprint(r.Method, r.URL.Path, body), m.opts.Now())
 	switch {
 	case errors.Is(err, ErrInUse):
 		requestsTotal.WithLabelValues("in_use").Inc()

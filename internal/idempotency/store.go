@@ -18,6 +18,10 @@
 //     the very reason for the 5xx), and a claim left behind would answer
 //     409 until it went stale.
 //
+// A key answers only the request it was claimed for: the same method, path
+// and body in canonical JSON form (Fingerprint, fingerprint.go); any other
+// request under it is ErrReused.
+//
 // A claim whose holder died (its process crashed between the steps) is taken
 // over once its lock is older than a timeout. A live holder keeps the row
 // locked for the whole of step 2, and takeover skips locked rows, so a slow
@@ -27,7 +31,6 @@ package idempotency
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,18 +103,6 @@ func NewStore(pool *pgxpool.Pool, lockTimeout time.Duration) *Store {
 	return &Store{pool: pool, lockTimeout: lockTimeout}
 }
 
-// Fingerprint identifies a request: method, path and a hash of the body.
-func Fingerprint(method, path string, body []byte) []byte {
-	bodySum := sha256.Sum256(body)
-	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{0})
-	h.Write([]byte(path))
-	h.Write([]byte{0})
-	h.Write(bodySum[:])
-	return h.Sum(nil)
-}
-
 // ParseKey reads an Idempotency-Key header value: a structured-field string
 // ("quoted", with \" and \\ escapes) or the bare key. Both forms name the
 // same key.
@@ -162,16 +153,16 @@ type keyRow struct {
 const maxBeginRounds = 4
 
 // Begin claims key for playerID or finds its stored response. It returns
-// ErrReused for another fingerprint and ErrInUse while a live request holds
-// the key. now is the caller's clock.
-func (s *Store) Begin(ctx context.Context, playerID int64, key string, fingerprint []byte, now time.Time) (*Lookup, error) {
+// ErrReused for another request (fingerprint) and ErrInUse while a live
+// request holds the key. now is the caller's clock.
+func (s *Store) Begin(ctx context.Context, playerID int64, key string, fingerprint Fingerprint, now time.Time) (*Lookup, error) {
 	for range maxBeginRounds {
 		row, err := s.read(ctx, playerID, key)
 		if err != nil {
 			return nil, err
 		}
 		if row == nil {
-			claim, err := s.insert(ctx, playerID, key, fingerprint, now)
+			claim, err := s.insert(ctx, playerID, key, fingerprint.stored, now)
 			if err != nil || claim != nil {
 				return &Lookup{Claim: claim}, err
 			}
@@ -186,7 +177,7 @@ func (s *Store) Begin(ctx context.Context, playerID int64, key string, fingerpri
 }
 
 // decide acts on an existing row; retry asks Begin to read it again.
-func (s *Store) decide(ctx context.Context, row *keyRow, playerID int64, key string, fingerprint []byte, now time.Time) (*Lookup, bool, error) {
+func (s *Store) decide(ctx context.Context, row *keyRow, playerID int64, key string, fingerprint Fingerprint, now time.Time) (*Lookup, bool, error) {
 	running := row.status == "running"
 	stale := running && (row.lockedAt == nil || !row.lockedAt.After(now.Add(-s.lockTimeout)))
 	if !row.createdAt.After(now.Add(-TTL)) && (!running || stale) {
@@ -199,7 +190,7 @@ func (s *Store) decide(ctx context.Context, row *keyRow, playerID int64, key str
 		}
 		return nil, true, nil
 	}
-	if string(row.fingerprint) != string(fingerprint) {
+	if !fingerprint.matches(row.fingerprint) {
 		return nil, false, ErrReused
 	}
 	if !running {

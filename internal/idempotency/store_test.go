@@ -41,7 +41,7 @@ func TestStaleClaimIsTakenOver(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, idempotency.Options{LockTimeout: time.Minute})
 	ctx := context.Background()
-	fp := idempotency.Fingerprint(http.MethodPost, "/v1/things", []byte(`{}`))
+	fp := idempotency.NewFingerprint(http.MethodPost, "/v1/things", []byte(`{}`))
 	dead, err := f.mw.Store().Begin(ctx, f.player, "k", fp, f.clock.Now())
 	require.NoError(t, err)
 	require.NotNil(t, dead.Claim)
