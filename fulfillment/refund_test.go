@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
 
@@ -29,21 +29,7 @@ import (
 // CI is set, where it must be installed.
 func stripeMockBin(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{os.Getenv("STRIPE_MOCK"), "/root/go/bin/stripe-mock"} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	if p, err := exec.LookPath("stripe-mock"); err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("stripe-mock is not installed (go install github.com/stripe/stripe-mock@v0.203.0)")
-	}
-	t.Skip("stripe-mock is not installed")
-	return ""
+	return stripemock.Bin(t)
 }
 
 // refundLog records the refund requests that reach stripe-mock.

@@ -20,6 +20,7 @@ import (
 func TestDevSeedPrintsWorkingExamples(t *testing.T) {
 	t.Parallel()
 	proctest.RequireTool(t, "apt-get install -y curl", "curl")
+	proctest.RequireTool(t, "apt-get install -y openssl", "openssl") // the curl lines make keys with openssl rand
 	dir := filepath.Join(t.TempDir(), "dev")
 	addr := freeAddr(t)
 	p := startProc(t, []string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, "dev", "--dir", dir)

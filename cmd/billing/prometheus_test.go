@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/proctest"
 	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
@@ -31,13 +32,7 @@ const prometheusBin = "/usr/bin/prometheus"
 // its unit tests (alerts_test.yml: every alert's firing and quiet cases).
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("promtool missing under CI (apt-get install prometheus): %v", err)
-		}
-		t.Skip("promtool not installed")
-	}
+	promtool := proctest.RequireTool(t, "apt-get install -y prometheus", "promtool")
 	dir := "../../deploy/prometheus"
 	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
 		cmd := exec.Command(promtool, args...)
@@ -72,12 +67,7 @@ func TestAlertRunbooks(t *testing.T) {
 // every alert rule evaluates cleanly and stays quiet on a healthy system.
 func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(prometheusBin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s missing under CI (apt-get install prometheus): %v", prometheusBin, err)
-		}
-		t.Skipf("%s not installed", prometheusBin)
-	}
+	proctest.RequireTool(t, "apt-get install -y prometheus", prometheusBin)
 	const secret = "whsec_prometheus_e2e"
 	dbURL := testdb.NewURL(t)
 	webAddr, webMetricsAddr, workerMetricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)

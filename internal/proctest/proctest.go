@@ -1,12 +1,23 @@
-// Package proctest holds what tests that run external programs share.
+// Package proctest holds what tests that run external programs share:
+// finding the program, and skipping (or, under CI, failing) without it.
+//
+// A skip for a missing tool is also recorded, one line per test, in the
+// file BILLING_TEST_SKIPS names (when set): `go test ./...` shows nothing of
+// a passing package, so scripts/test, which sets it, prints after the run
+// which tests did not run and how to install what they need.
 package proctest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
+
+// SkipsEnv names the file that RequireTool appends its skips to.
+const SkipsEnv = "BILLING_TEST_SKIPS"
 
 // RequireTool returns the first candidate that exists: an absolute path,
 // or a name looked up on PATH ("" candidates are ignored, so an override
@@ -33,6 +44,39 @@ func RequireTool(t testing.TB, install string, candidates ...string) string {
 	if os.Getenv("CI") != "" {
 		t.Fatalf("none of %q is installed, and CI is set: .ci/run installs it (%s)", candidates, install)
 	}
+	if err := recordSkip(toolName(candidates), install, t.Name()); err != nil {
+		t.Logf("proctest: cannot record the skip in $%s: %v", SkipsEnv, err)
+	}
 	t.Skipf("none of %q is installed (%s)", candidates, install)
 	return ""
+}
+
+// toolName is what the summary calls the tool: the first candidate's name.
+func toolName(candidates []string) string {
+	for _, c := range candidates {
+		if c != "" {
+			return filepath.Base(c)
+		}
+	}
+	return "?"
+}
+
+// recordSkip appends "tool<TAB>install<TAB>test" to $BILLING_TEST_SKIPS.
+// Test binaries of several packages append at once: each line is one
+// O_APPEND write, which the kernel does not interleave.
+func recordSkip(tool, install, test string) error {
+	path := os.Getenv(SkipsEnv)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	clean := strings.NewReplacer("\t", " ", "\n", " ")
+	_, err = fmt.Fprintf(f, "%s\t%s\t%s\n", clean.Replace(tool), clean.Replace(install), clean.Replace(test))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

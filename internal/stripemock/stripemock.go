@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/fibe-dev/billing/internal/proctest"
 )
 
 // Version is the stripe-mock release .ci/run installs.
@@ -26,14 +28,7 @@ const Version = "v0.203.0"
 // returns its base URL; it stops when the test ends.
 func Start(t testing.TB) string {
 	t.Helper()
-	bin := find()
-	if bin == "" {
-		msg := "stripe-mock not found: go install github.com/stripe/stripe-mock@" + Version
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := Bin(t)
 	port, err := freePort()
 	if err != nil {
 		t.Fatalf("stripemock: %v", err)
@@ -53,21 +48,18 @@ func Start(t testing.TB) string {
 	return url
 }
 
-// find looks on PATH, then in GOPATH/bin.
-func find() string {
-	if p, err := exec.LookPath("stripe-mock"); err == nil {
-		return p
-	}
+// Bin is the stripe-mock binary: $STRIPE_MOCK, then on PATH, then in
+// GOPATH/bin (where go install puts it). Without one the test is skipped,
+// except under CI (internal/proctest).
+func Bin(t testing.TB) string {
+	t.Helper()
 	gopath := os.Getenv("GOPATH")
 	if gopath == "" {
 		home, _ := os.UserHomeDir()
 		gopath = filepath.Join(home, "go")
 	}
-	p := filepath.Join(gopath, "bin", "stripe-mock")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return ""
+	return proctest.RequireTool(t, "go install github.com/stripe/stripe-mock@"+Version,
+		os.Getenv("STRIPE_MOCK"), "stripe-mock", filepath.Join(gopath, "bin", "stripe-mock"))
 }
 
 func freePort() (int, error) {
