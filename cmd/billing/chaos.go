@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
 	"os"
 	"time"
 
@@ -11,7 +13,7 @@ import (
 
 func newChaosCmd() *cobra.Command {
 	var opts e2e.Options
-	var keep bool
+	var keep, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "chaos",
 		Short: "Run the whole system as real processes under kill -9, a web crash and a PostgreSQL restart, then check it",
@@ -40,7 +42,9 @@ a table and the verdict; exit 1 on FAIL. The same seed reproduces the workload.`
 			cmd.PrintErrf("chaos: logs in %s\n", dir)
 			rep, err := e2e.Execute(cmd.Context(), opts)
 			if rep != nil {
-				rep.Print(cmd.OutOrStdout())
+				if perr := printChaos(cmd.OutOrStdout(), rep, asJSON); perr != nil && err == nil {
+					err = perr
+				}
 			}
 			if err != nil {
 				return err
@@ -62,5 +66,18 @@ a table and the verdict; exit 1 on FAIL. The same seed reproduces the workload.`
 	f.DurationVar(&opts.WorkerKillEvery, "kill-every", 3*time.Second, "mean interval between worker SIGKILLs")
 	f.Float64Var(&opts.DropRate, "drop-rate", 0.2, "share of SDK POST responses dropped after the server committed")
 	f.BoolVar(&keep, "keep", false, "keep the logs and data directory after a passing run")
+	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object (ok, then the counts and checks)")
 	return cmd
+}
+
+// printChaos prints the report: a table and the verdict, or JSON.
+func printChaos(out io.Writer, rep *e2e.Report, asJSON bool) error {
+	if !asJSON {
+		rep.Print(out)
+		return nil
+	}
+	return json.NewEncoder(out).Encode(struct {
+		OK bool `json:"ok"`
+		*e2e.Report
+	}{rep.OK(), rep})
 }

@@ -36,18 +36,19 @@ type sendWebhookOptions struct {
 	dir      string
 	url      string
 	kind     string // payment, refund, dispute-open, dispute-won, dispute-lost
+	asJSON   bool
 }
 
 func newDevSendWebhookCmd() *cobra.Command {
 	var o sendWebhookOptions
 	cmd := &cobra.Command{
-		Use:   "send-webhook <stripe|paddle|creem> --order ID [--event EVT] [--amount N] [--currency C]",
+		Use:   "send-webhook <stripe|paddle|creem> --order ID [--event EVT] [--amount N] [--currency C] [--json]",
 		Short: "Pay an order of the running billing dev with a signed completed-payment webhook",
 		Long: `send-webhook plays the payment provider for a running ` + "`billing dev`" + `: it builds the
 provider's completed-payment event for the order, signs it with the secret
 billing dev uses (from <dir>/demo.json, or BILLING_<PROVIDER>_WEBHOOK_SECRET
 when billing dev was given one), POSTs it to /webhooks/<provider> and prints
-the HTTP status and body.
+the HTTP status and body (--json: one JSON object with the intake's answer).
 
 The amount and currency are the order's snapshot (GET /v1/orders/{id} with
 the demo API key); --amount or --currency pay something else, which intake
@@ -74,6 +75,7 @@ reversal).`,
 	f.StringVar(&o.dir, "dir", ".billing-dev", "the --dir of the running billing dev (holds demo.json)")
 	f.StringVar(&o.kind, "kind", "payment", "payment, refund, dispute-open, dispute-won or dispute-lost")
 	f.StringVar(&o.url, "url", "", "base URL of billing dev (default: the one in demo.json, else "+defaultDevURL+")")
+	f.BoolVar(&o.asJSON, "json", false, "print the delivery and its answer as one JSON object")
 	_ = cmd.MarkFlagRequired("order")
 	return cmd
 }
@@ -142,13 +144,38 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "POST %s: event %s, order %d, %d %s\n", target, event, o.order, amount, currency)
-	fmt.Fprintf(out, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(string(answer)))
+	d := delivery{URL: target, Event: event, Order: o.order, Amount: amount, Currency: currency, Status: status}
+	if err := d.print(cmd.OutOrStdout(), answer, o.asJSON); err != nil {
+		return err
+	}
 	if status/100 != 2 {
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+// delivery is what send-webhook sent and what intake answered.
+type delivery struct {
+	URL      string          `json:"url"`
+	Event    string          `json:"event"`
+	Order    int64           `json:"order,string"`
+	Amount   int64           `json:"amount"`
+	Currency string          `json:"currency"`
+	Status   int             `json:"status"`
+	Answer   json.RawMessage `json:"answer"`
+}
+
+func (d delivery) print(out io.Writer, answer []byte, asJSON bool) error {
+	if asJSON {
+		d.Answer = answer
+		if !json.Valid(answer) { // intake answers JSON; anything else is quoted
+			d.Answer, _ = json.Marshal(string(answer))
+		}
+		return json.NewEncoder(out).Encode(d)
+	}
+	fmt.Fprintf(out, "POST %s: event %s, order %d, %d %s\n", d.URL, d.Event, d.Order, d.Amount, d.Currency)
+	_, err := fmt.Fprintf(out, "%d %s\n%s\n", d.Status, http.StatusText(d.Status), strings.TrimSpace(string(answer)))
+	return err
 }
 
 // devEventBody builds the event o.kind names for the order's one payment;

@@ -81,6 +81,21 @@ func TestDevSendWebhook(t *testing.T) {
 		require.NoError(t, err, out)
 		require.Contains(t, out, "200 OK\n{\"status\":\"claimed\"}\n")
 	}
+	out, err = sendWebhook("creem", "--order", creem.ID, "--json")
+	require.NoError(t, err, out)
+	var sent struct {
+		URL    string `json:"url"`
+		Order  string `json:"order"`
+		Status int    `json:"status"`
+		Answer struct {
+			Status string `json:"status"`
+		} `json:"answer"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sent), out)
+	require.Equal(t, seed.URL+"/webhooks/creem", sent.URL)
+	require.Equal(t, creem.ID, sent.Order)
+	require.Equal(t, 200, sent.Status)
+	require.Equal(t, "claimed", sent.Answer.Status)
 	require.Equal(t, "fulfilled", api.waitOrder(creem.ID).Status)
 	require.Equal(t, manaBefore+order.Mana+creem.Mana, api.mana())
 	require.Equal(t, 1, api.purchases(creem.ID))

@@ -18,7 +18,7 @@ import (
 )
 
 func newEnforceCmd() *cobra.Command {
-	var once bool
+	var once, asJSON bool
 	var at string
 	cmd := &cobra.Command{
 		Use:   "enforce --once [--at RFC3339]",
@@ -30,7 +30,7 @@ and day, so running it again is harmless). A worker process debits them.
 
 --at sweeps the service day containing another instant, for operators
 replaying a missed day. Progress is shown on a terminal; the summary line is
-printed on stdout.`,
+printed on stdout (--json: one JSON object, took in milliseconds).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !once {
@@ -47,17 +47,18 @@ printed on stdout.`,
 			if err != nil {
 				return err
 			}
-			return runEnforceOnce(cmd.Context(), cfg, when, cmd.OutOrStdout(), os.Stderr)
+			return runEnforceOnce(cmd.Context(), cfg, when, cmd.OutOrStdout(), os.Stderr, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "run one sweep and exit")
 	cmd.Flags().StringVar(&at, "at", "", "sweep the service day containing this RFC3339 instant (default now)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as one JSON object")
 	return cmd
 }
 
 // runEnforceOnce sweeps once through an insert-only River client: the jobs
 // it enqueues are worked by the worker processes.
-func runEnforceOnce(ctx context.Context, cfg *config.Config, at time.Time, out io.Writer, progress *os.File) error {
+func runEnforceOnce(ctx context.Context, cfg *config.Config, at time.Time, out io.Writer, progress *os.File, asJSON bool) error {
 	logger := newLogger(cfg, progress).With("process", "enforce")
 	pool, err := openPool(ctx, cfg.DatabaseURL, 4)
 	if err != nil {
@@ -86,7 +87,13 @@ func runEnforceOnce(ctx context.Context, cfg *config.Config, at time.Time, out i
 	if err != nil {
 		return fmt.Errorf("enforce: after %d seen: %w", res.Seen, err)
 	}
-	fmt.Fprintf(out, "enforce: day=%s seen=%d enqueued=%d already_queued=%d took=%s\n",
-		res.Day, res.Seen, res.Enqueued, res.AlreadyQueued, res.Took.Round(time.Millisecond))
-	return nil
+	return printResult(out, asJSON, struct {
+		Day           string `json:"day"`
+		Seen          int    `json:"seen"`
+		Enqueued      int    `json:"enqueued"`
+		AlreadyQueued int    `json:"already_queued"`
+		TookMS        int64  `json:"took_ms"`
+	}{res.Day, res.Seen, res.Enqueued, res.AlreadyQueued, res.Took.Milliseconds()},
+		fmt.Sprintf("enforce: day=%s seen=%d enqueued=%d already_queued=%d took=%s",
+			res.Day, res.Seen, res.Enqueued, res.AlreadyQueued, res.Took.Round(time.Millisecond)))
 }

@@ -45,6 +45,8 @@ func TestEnforceOnce(t *testing.T) {
 	require.Regexp(t, `^enforce: day=2024-03-10 seen=3 enqueued=3 already_queued=0 took=\S+\n$`, out)
 	out = runBilling(t, env, "enforce", "--once", "--at", "2024-03-11T03:00:00Z")
 	require.Regexp(t, `^enforce: day=2024-03-10 seen=3 enqueued=0 already_queued=3 took=\S+\n$`, out)
+	out = runBilling(t, env, "enforce", "--once", "--at", "2024-03-11T03:00:00Z", "--json")
+	require.Regexp(t, `^\{"day":"2024-03-10","seen":3,"enqueued":0,"already_queued":3,"took_ms":\d+\}\n$`, out)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'fund_day'
 		AND args->>'day' = '2024-03-10' AND queue = 'funding' AND state = 'available'`).Scan(&n))

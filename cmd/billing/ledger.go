@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,8 +26,9 @@ func newLedgerCmd() *cobra.Command {
 
 func newLedgerVerifyCmd() *cobra.Command {
 	var player int64
+	var asJSON bool
 	c := &cobra.Command{
-		Use:   "verify",
+		Use:   "verify [--player ID] [--json]",
 		Short: "Audit the ledger invariants; exit 0 when clean, 1 with a report",
 		Long: `verify runs the full audit (every invariant of docs/contract.md). It checks
 invariants 1-3 in one consistent snapshot: every
@@ -41,22 +44,53 @@ and no mint for an unapplied one, Mana clawed back never more than a payment
 minted, and each player's debt equal to their receivable entries.
 
 Clean: one summary line on stdout, exit 0. Otherwise every violation, one a
-line with the ids to look at, then the summary, and exit 1.`,
+line with the ids to look at, then the summary, and exit 1. --player audits
+one player's wallets and transactions (invariants 1-3); a player that does
+not exist is an error (exit 1), not a clean audit.
+
+--json prints one JSON object instead, streamed as the audit finds
+violations: "violations" (each with "invariant", "check" and the "line"),
+then "clean", "violations_total", "wallets", "transactions", "entries",
+"checked" (the domain checks that ran) and "summary". The exit status is the
+same.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withPool(cmd, func(_ context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-				return verifyLedger(cmd, pool, player, cfg.ServiceDayTZ)
+			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
+				if player != 0 {
+					if err := requirePlayer(ctx, pool, player); err != nil {
+						return err
+					}
+				}
+				return verifyLedger(cmd, pool, player, cfg.ServiceDayTZ, asJSON)
 			})
 		},
 	}
 	c.Flags().Int64Var(&player, "player", 0, "audit only this player's wallets and transactions")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	return c
 }
 
-func verifyLedger(cmd *cobra.Command, pool *pgxpool.Pool, player int64, tz *time.Location) error {
+// requirePlayer refuses an audit of a player that does not exist, which
+// would otherwise find nothing wrong in nothing and say "clean".
+func requirePlayer(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM players WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return fmt.Errorf("ledger verify: %w", err)
+	}
+	if !exists {
+		return fmt.Errorf("ledger verify: --player %d: no such player", id)
+	}
+	return nil
+}
+
+func verifyLedger(cmd *cobra.Command, pool *pgxpool.Pool, player int64, tz *time.Location, asJSON bool) error {
 	out := cmd.OutOrStdout()
 	progress := progressTo(cmd.ErrOrStderr())
-	report, err := audit.Run(cmd.Context(), pool, audit.Options{
+	var report violationReport = textViolations{out: out}
+	if asJSON {
+		report = &jsonViolations{out: out}
+	}
+	r, err := audit.Run(cmd.Context(), pool, audit.Options{
 		PlayerID: player,
 		TZ:       tz,
 		// Violations stream out as found; the report keeps none of the
@@ -64,7 +98,7 @@ func verifyLedger(cmd *cobra.Command, pool *pgxpool.Pool, player int64, tz *time
 		MaxViolations: 1,
 		OnViolation: func(line string) {
 			progress.clear()
-			fmt.Fprintln(out, line)
+			report.violation(line)
 		},
 		Progress: func(a wallet.AuditProgress) { progress.show("checking "+a.Stage, a.Done, a.Total) },
 	})
@@ -72,9 +106,67 @@ func verifyLedger(cmd *cobra.Command, pool *pgxpool.Pool, player int64, tz *time
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, report.Summary())
-	if !report.Clean() {
+	if err := report.end(r); err != nil {
+		return err
+	}
+	if !r.Clean() {
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+// violationReport writes ledger verify's report as the audit runs.
+type violationReport interface {
+	violation(line string)
+	end(r *audit.Report) error
+}
+
+// textViolations: one line per violation, then the summary line.
+type textViolations struct{ out io.Writer }
+
+func (t textViolations) violation(line string) { fmt.Fprintln(t.out, line) }
+
+func (t textViolations) end(r *audit.Report) error {
+	_, err := fmt.Fprintln(t.out, r.Summary())
+	return err
+}
+
+// jsonViolations streams one JSON object: the violations array first, as
+// found, then the totals.
+type jsonViolations struct {
+	out io.Writer
+	n   int
+}
+
+func (j *jsonViolations) violation(line string) {
+	sep := ","
+	if j.n == 0 {
+		sep = `{"violations":[`
+	}
+	b, _ := json.Marshal(audit.ParseViolation(line)) // cannot fail: strings and an int
+	fmt.Fprintf(j.out, "%s\n%s", sep, b)
+	j.n++
+}
+
+func (j *jsonViolations) end(r *audit.Report) error {
+	head := "],"
+	if j.n == 0 {
+		head = `{"violations":[],`
+	}
+	checked := r.Checked
+	if checked == nil {
+		checked = []string{}
+	}
+	tail, _ := json.Marshal(struct {
+		Clean        bool     `json:"clean"`
+		Total        int64    `json:"violations_total"`
+		Wallets      int64    `json:"wallets"`
+		Transactions int64    `json:"transactions"`
+		Entries      int64    `json:"entries"`
+		Checked      []string `json:"checked"`
+		Summary      string   `json:"summary"`
+	}{r.Clean(), r.Ledger.Total + int64(len(r.Domain)), r.Ledger.Wallets, r.Ledger.Transactions, r.Ledger.Entries,
+		checked, r.Summary()})
+	_, err := fmt.Fprintf(j.out, "%s%s\n", head, tail[1:]) // tail without its opening brace
+	return err
 }

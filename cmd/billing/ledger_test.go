@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,6 +31,13 @@ func TestLedgerVerify(t *testing.T) {
 
 	out := runBilling(t, env, "ledger", "verify")
 	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-10 clean\n", out)
+	clean := verifyJSON(t, env, 0)
+	require.Equal(t, true, clean["clean"])
+	require.Empty(t, clean["violations"])
+	require.EqualValues(t, 3, clean["transactions"])
+	require.Equal(t, []any{"funding", "fulfillment", "webhook", "payments"}, clean["checked"])
+	require.Equal(t, strings.TrimSpace(out), clean["summary"])
+	require.Equal(t, true, verifyJSON(t, env, 0, "--player", strconv.FormatInt(player, 10))["clean"])
 
 	_, err = pool.Exec(ctx, `UPDATE wallets SET balance = balance + 1 WHERE player_id = $1 AND currency = 'sparks'`, player)
 	require.NoError(t, err)
@@ -37,6 +49,50 @@ func TestLedgerVerify(t *testing.T) {
 	require.Contains(t, lines[1], "invariant 1 balance_vs_latest_entry wallet=")
 	require.Contains(t, lines[2], "ledger NOT clean: 2 violations")
 	require.NotContains(t, raw, "\r", "no progress redraws when not on a terminal")
+
+	broken := verifyJSON(t, env, 1)
+	require.Equal(t, false, broken["clean"])
+	require.EqualValues(t, 2, broken["violations_total"])
+	vs := broken["violations"].([]any)
+	require.Len(t, vs, 2)
+	first := vs[0].(map[string]any)
+	require.EqualValues(t, 1, first["invariant"])
+	require.Equal(t, "balance_vs_entries", first["check"])
+	require.Equal(t, lines[0], first["line"])
+}
+
+// verifyJSON runs ledger verify --json, wants exit status code and returns
+// the one JSON object it printed on stdout.
+func verifyJSON(t *testing.T, env []string, code int, args ...string) map[string]any {
+	t.Helper()
+	cmd := exec.Command(binPath, append([]string{"ledger", "verify", "--json"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if code == 0 {
+		require.NoError(t, err, stderr.String())
+	} else {
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		require.Equal(t, code, exit.ExitCode(), stderr.String())
+	}
+	var report map[string]any
+	dec := json.NewDecoder(&stdout)
+	require.NoError(t, dec.Decode(&report), stdout.String())
+	require.False(t, dec.More(), "one JSON object")
+	return report
+}
+
+// TestLedgerVerifyUnknownPlayer: auditing a player that does not exist is
+// an error, not a clean ledger.
+func TestLedgerVerifyUnknownPlayer(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := newDB(t)
+	code, out := runBillingExit(t, []string{"BILLING_DATABASE_URL=" + dbURL}, "ledger", "verify", "--player", "999")
+	require.Equal(t, 1, code)
+	require.Equal(t, "billing: ledger verify: --player 999: no such player\n", out)
+	require.NotContains(t, out, "clean")
 }
 
 // TestLedgerVerifyDomainInvariants: verify also audits invariants 4-6, here
@@ -56,4 +112,10 @@ func TestLedgerVerifyDomainInvariants(t *testing.T) {
 	require.Contains(t, raw, "invariant 5")
 	require.Contains(t, raw, "order:999:fulfilment")
 	require.Contains(t, raw, "ledger NOT clean")
+	report := verifyJSON(t, []string{"BILLING_DATABASE_URL=" + dbURL}, 1)
+	var invariants []float64
+	for _, v := range report["violations"].([]any) {
+		invariants = append(invariants, v.(map[string]any)["invariant"].(float64))
+	}
+	require.Contains(t, invariants, 5.0, "%v", report)
 }

@@ -39,6 +39,9 @@ func TestMoneyCommands(t *testing.T) {
 	require.True(t, adj.Replayed)
 	require.Contains(t, runBillingFail(t, env, "wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "-41",
 		"--reason", "too much", "--key", "ops-2"), "insufficient balance")
+	zero := runBillingFail(t, env, "wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "0",
+		"--reason", "nothing", "--key", "ops-3")
+	require.Equal(t, "billing: wallet adjust: --amount must be a nonzero integer (positive credits, negative debits), got 0\n", zero)
 
 	// A forgiveness while nothing is owed spends its key on "0 forgiven".
 	var f wallet.Forgiveness

@@ -23,10 +23,14 @@ func newPlayersCmd() *cobra.Command {
 
 func newPlayersCreateCmd() *cobra.Command {
 	var name string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "create --name NAME",
+		Use:   "create --name NAME [--json]",
 		Short: `Create a player and print {"player_id":..,"api_key":..} (the key is shown once; only its hash is stored)`,
-		Args:  cobra.NoArgs,
+		Long: `create makes a player and its API key, and prints {"player_id":"..","api_key":".."}
+with or without --json: the key is shown this once (only its hash is
+stored), so the answer is always in the form a script keeps.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
 				p, key, err := players.Create(ctx, pool, name)
@@ -41,6 +45,7 @@ func newPlayersCreateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the player's name (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the JSON object (the default already)")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"sync"
@@ -23,8 +24,16 @@ func TestProcesses(t *testing.T) {
 	t.Parallel()
 	dbURL := testdb.EmptyURL(t)
 	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json"}
-	runBilling(t, env, "migrate")
-	runBilling(t, env, "migrate")
+	first := runBilling(t, env, "migrate", "--json")
+	var applied struct {
+		River []int   `json:"river_applied"`
+		App   []int64 `json:"app_applied"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lastLine(first)), &applied), first)
+	require.NotEmpty(t, applied.River)
+	require.NotEmpty(t, applied.App)
+	require.Contains(t, runBilling(t, env, "migrate"), "migrate: applied 0 River migrations and 0 app migrations\n")
+	require.Equal(t, `{"river_applied":[],"app_applied":[]}`, lastLine(runBilling(t, env, "migrate", "--json")))
 
 	concurrentURL := testdb.EmptyURL(t)
 	var wg sync.WaitGroup
@@ -98,6 +107,13 @@ func TestProcesses(t *testing.T) {
 	web.stop(t, syscall.SIGTERM, 10*time.Second)
 	worker.stop(t, syscall.SIGTERM, 10*time.Second)
 	require.True(t, strings.Contains(worker.out.String(), `"msg":"worker stopped"`), worker.out.String())
+}
+
+// lastLine is the last line of out (runBilling mixes the JSON logs of
+// stderr with stdout).
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }
 
 // TestConfigErrorsAreOneLine checks a bad value exits non-zero with one line

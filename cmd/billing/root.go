@@ -42,6 +42,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newDebtsCmd(),
 		newWalletCmd(),
 	)
+	plainBoolUsage(root)
 	return root
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +43,11 @@ transaction's reference in the ledger. A Mana credit settles an open debt first.
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
 				t, err := wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}).Adjust(ctx, wallet.AdjustParams{
 					PlayerID: player, Currency: wallet.Currency(currency), Amount: amount, Reason: reason, Key: key})
+				if errors.Is(err, wallet.ErrInvalidAmount) {
+					// The wallet's own word, "positive", is about the amount of one
+					// leg; an adjustment's sign says credit or debit.
+					return fmt.Errorf("wallet adjust: --amount must be a nonzero integer (positive credits, negative debits), got %d", amount)
+				}
 				if err != nil {
 					return err
 				}
