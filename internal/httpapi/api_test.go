@@ -351,3 +351,57 @@ func TestUnmatchedRoutesAnswerProblems(t *testing.T) {
 	r = e.do(alice, http.MethodGet, "/healthz", "", "")
 	require.Equal(t, http.StatusOK, r.status, "matched routes are untouched")
 }
+
+// TestServerErrorAdviceFitsTheRequest: a 500's detail says how to retry
+// that request: a read is retried as it is, a mutation with its
+// Idempotency-Key (or with one, when it carried none). The 500s come from
+// real handlers missing their River client.
+func TestServerErrorAdviceFitsTheRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, nil, func(o *Options) { o.River = nil })
+	alice := e.newPlayer("alice")
+	e.credit(alice, wallet.Sparks, 1000)
+	m := e.do(alice, http.MethodPost, "/v1/marquees", "", `{"name":"box","plan":"standard"}`)
+	require.Equal(t, http.StatusCreated, m.status, string(m.raw))
+	var req int64
+	require.NoError(t, e.pool.QueryRow(context.Background(), `INSERT INTO api_requests (player_id, kind, target, job_id, created_at)
+		VALUES ($1, 'fund', 'marquee:1', 1, now()) RETURNING id`, alice.id).Scan(&req))
+
+	get := e.do(alice, http.MethodGet, "/v1/requests/"+idStr(req), "", "")
+	requireProblem(t, get, http.StatusInternalServerError, CodeInternal)
+	require.Equal(t, "internal error; retry", get.str("detail"))
+	require.NotContains(t, get.str("detail"), "Idempotency-Key", "a GET has no key to retry with")
+
+	fund := "/v1/marquees/" + m.str("id") + "/fund"
+	keyed := e.do(alice, http.MethodPost, fund, "advice-1", "")
+	requireProblem(t, keyed, http.StatusInternalServerError, CodeInternal)
+	require.Equal(t, "internal error; retry with the same Idempotency-Key", keyed.str("detail"))
+	bare := e.do(alice, http.MethodPost, fund, "", "")
+	requireProblem(t, bare, http.StatusInternalServerError, CodeInternal)
+	require.Contains(t, bare.str("detail"), "retry with an Idempotency-Key")
+}
+
+// TestErrorDetailsAreTheAPIsOwn: the details of refused bodies and names
+// say what is wrong and where, without a Go package or type.
+func TestErrorDetailsAreTheAPIsOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.newPlayer("alice")
+	for body, want := range map[string]string{
+		`{"mana":1,"x":2}`:    "invalid JSON body: unknown member at /x (names are case-sensitive)",
+		`{"mana":1,"mana":2}`: "invalid JSON body: duplicate member name at /mana",
+		`{"mana":`:            "invalid JSON body: unexpected EOF at /mana after byte 8",
+		`[1]`:                 "invalid JSON body: want an object, got an array",
+		`{"mana":1} {}`:       "invalid JSON body: data after the JSON value",
+		`{"mana":"5"}`:        "mana must be an integer that fits in 64 bits",
+	} {
+		r := e.do(alice, http.MethodPost, "/v1/conversions", "", body)
+		require.Equal(t, http.StatusBadRequest, r.status, body)
+		require.Equal(t, want, r.str("detail"), body)
+	}
+	r := e.do(alice, http.MethodPost, "/v1/checkouts", "", `{"sku":1,"provider":"stripe"}`)
+	require.Equal(t, "invalid JSON body: want a string at /sku, got a number", r.str("detail"))
+	r = e.do(alice, http.MethodPost, "/v1/marquees", "", `{"name":"","plan":"standard"}`)
+	requireProblem(t, r, http.StatusBadRequest, "invalid_name")
+	require.Equal(t, "a Marquee's name must be 1 to 100 printable characters", r.str("detail"))
+}

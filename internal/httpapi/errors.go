@@ -70,7 +70,10 @@ func badRequest(code, detail string) error {
 // id never reveals whether it exists for someone else.
 var errNotFound = &apiError{status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"}
 
-// statusOf is the ONE place that maps domain errors to HTTP answers.
+// statusOf is the ONE place that maps domain errors to HTTP answers. Its
+// details are the API's own words: a domain error's text (with its package
+// prefix, "enforcer: ...") never reaches a client. A 5xx detail says what
+// went wrong; writeError adds how to retry, which depends on the request.
 //
 // Insufficient balance is 409 Conflict: the request is well formed but
 // conflicts with the wallet's current state, and may succeed after a
@@ -113,8 +116,12 @@ func statusOf(err error) (status int, code, detail string) {
 		return http.StatusBadRequest, CodeInvalidAmount, "amount too large"
 	case errors.Is(err, enforcer.ErrUnknownPlan):
 		return http.StatusBadRequest, "unknown_plan", "no such plan"
-	case errors.Is(err, enforcer.ErrInvalidName), errors.Is(err, playground.ErrInvalidName):
-		return http.StatusBadRequest, "invalid_name", err.Error()
+	case errors.Is(err, enforcer.ErrInvalidName):
+		return http.StatusBadRequest, "invalid_name",
+			fmt.Sprintf("a Marquee's name must be 1 to %d printable characters", enforcer.MaxNameLength)
+	case errors.Is(err, playground.ErrInvalidName):
+		return http.StatusBadRequest, "invalid_name", fmt.Sprintf(
+			"a playground's name must be at most %d printable characters (without one it is %q)", playground.MaxNameLength, playground.DefaultName)
 	case errors.Is(err, fulfillment.ErrUnknownSKU):
 		return http.StatusBadRequest, "unknown_sku", "no such SKU"
 	case errors.Is(err, fulfillment.ErrUnknownProvider):
@@ -122,7 +129,7 @@ func statusOf(err error) (status int, code, detail string) {
 	case errors.Is(err, checkout.ErrProviderUnavailable):
 		return http.StatusUnprocessableEntity, CodeProviderUnavailable, "this payment provider is not available: it has no API key configured"
 	case errors.Is(err, checkout.ErrProviderDown):
-		return http.StatusServiceUnavailable, CodeProviderDown, "the payment provider is not answering; retry with the same Idempotency-Key after Retry-After"
+		return http.StatusServiceUnavailable, CodeProviderDown, "the payment provider is not answering"
 	case errors.Is(err, checkout.ErrProviderRejected):
 		return http.StatusBadGateway, CodeProviderRejected, rejectedDetail(err)
 	case errors.Is(err, checkout.ErrPriceMismatch), errors.Is(err, checkout.ErrNotConfigured):
@@ -130,9 +137,26 @@ func statusOf(err error) (status int, code, detail string) {
 	case errors.Is(err, fulfillment.ErrCheckoutKeyReused):
 		return http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "this Idempotency-Key was used for a different request"
 	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, CodeTimeout, "the request took too long; retry with the same Idempotency-Key"
+		return http.StatusServiceUnavailable, CodeTimeout, "the request took too long"
 	}
-	return http.StatusInternalServerError, CodeInternal, "internal error; retry with the same Idempotency-Key"
+	return http.StatusInternalServerError, CodeInternal, "internal error"
+}
+
+// retryAdvice ends the detail of a 5xx that a retry may cure, for r: a read
+// is simply retried; a mutation is retried with its Idempotency-Key, which
+// makes the retry safe (a 5xx is never stored, so the retry runs again).
+func retryAdvice(r *http.Request, status int) string {
+	when := ""
+	if status == http.StatusServiceUnavailable {
+		when = " after Retry-After"
+	}
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		return "; retry" + when
+	case r.Header.Get(idempotency.HeaderKey) != "":
+		return "; retry" + when + " with the same Idempotency-Key"
+	}
+	return "; retry" + when + " with an Idempotency-Key (a request without one runs again on every retry)"
 }
 
 // rejectedDetail is the provider's own message for a refused checkout.
@@ -146,6 +170,9 @@ func rejectedDetail(err error) string {
 // writeError answers err as problem+json; 5xx causes are logged, not shown.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, detail := statusOf(err)
+	if code == CodeInternal || code == CodeTimeout || code == CodeProviderDown {
+		detail += retryAdvice(r, status)
+	}
 	if r.Context().Err() != nil {
 		// The client went away; nobody will read this answer.
 		a.logger.DebugContext(r.Context(), "api request abandoned", "path", r.URL.Path, "error", err)

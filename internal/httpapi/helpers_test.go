@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,7 +203,21 @@ func (e *env) do(p player, method, path, key, body string) reply {
 	require.NoError(e.t, err)
 	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
 	_ = json.Unmarshal(raw, &r.body)
+	requireOwnWords(e.t, path, r)
 	return r
+}
+
+// internalText is what an API error's detail must never carry: a Go
+// package's prefix on an error ("enforcer: name ...") or a Go type.
+var internalText = regexp.MustCompile(`(^|: )(enforcer|playground|wallet|fulfillment|idempotency|httpapi|checkout|players|config|jobs|jsontext|json|pgx|river): |Go (struct|type)|\bstruct \{`)
+
+// requireOwnWords: the problem a /v1 route answers is in the API's own
+// words (errors.go maps every error centrally).
+func requireOwnWords(t *testing.T, path string, r reply) {
+	t.Helper()
+	if r.status >= 400 && strings.HasPrefix(path, "/v1") {
+		require.NotRegexp(t, internalText, r.str("detail"), "%s answered %s", path, r.raw)
+	}
 }
 
 // requireProblem checks a problem+json answer.

@@ -129,6 +129,7 @@ func (c *conformance) do(k call) reply {
 	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
 	_ = json.Unmarshal(raw, &r.body)
 	require.Equal(c.t, k.want, r.status, "%s %s: %s", k.method, k.path, raw)
+	requireOwnWords(c.t, k.path, r)
 	if k.code != "" {
 		requireProblem(c.t, r, k.want, k.code)
 	}

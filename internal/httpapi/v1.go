@@ -17,6 +17,7 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -166,23 +167,103 @@ func decode(r *http.Request, dst any) error {
 		return nil
 	}
 	if err := strictjson.Unmarshal(body, dst, strictjson.Options{RejectUnknown: true}); err != nil {
-		return decodeError(err)
+		return decodeError(body, dst, err)
 	}
 	return nil
 }
 
-// decodeError turns the strict reader's error into the API's answer.
-func decodeError(err error) error {
+// decodeError turns the strict reader's error into the API's answer. Its
+// detail is built from the error's parts (what, where in the body), never
+// from a decoder's own text, which names Go types and packages. Where the
+// reader kept only the text, the body is read again for the position.
+func decodeError(body []byte, dst any, err error) error {
 	var semErr *jsonv2.SemanticError
+	isSem := errors.As(err, &semErr)
 	switch {
-	case errors.Is(err, strictjson.ErrDuplicateName), errors.Is(err, strictjson.ErrUnknownName),
-		errors.Is(err, strictjson.ErrInvalidUTF8), errors.Is(err, strictjson.ErrSyntax):
-		return badRequest(CodeInvalidRequest, "invalid JSON body: "+strings.TrimPrefix(err.Error(), "strictjson: "))
-	case errors.As(err, &semErr) && semErr.GoType != nil && isInteger(semErr.GoType.Kind()):
+	case errors.Is(err, strictjson.ErrDuplicateName):
+		return badRequest(CodeInvalidRequest, "invalid JSON body: duplicate member name"+at(pointerOf(body, dst)))
+	case errors.Is(err, strictjson.ErrUnknownName):
+		return badRequest(CodeInvalidRequest, "invalid JSON body: unknown member"+at(pointerOf(body, dst))+" (names are case-sensitive)")
+	case errors.Is(err, strictjson.ErrInvalidUTF8):
+		// JSON is UTF-8 (RFC 8259 8.1).
+		return badRequest(CodeInvalidRequest, "invalid JSON body: not valid UTF-8")
+	case errors.Is(err, strictjson.ErrSyntax):
+		return badRequest(CodeInvalidRequest, "invalid JSON body: "+syntaxDetail(body))
+	case isSem && semErr.GoType != nil && isInteger(semErr.GoType.Kind()):
 		field := strings.TrimPrefix(string(semErr.JSONPointer), "/")
 		return badRequest(CodeInvalidAmount, fmt.Sprintf("%s must be an integer that fits in 64 bits", field))
+	case isSem && semErr.GoType != nil && semErr.JSONKind != 0:
+		return badRequest(CodeInvalidRequest, fmt.Sprintf("invalid JSON body: want %s%s, got %s",
+			wantName(semErr.GoType.Kind()), at(semErr.JSONPointer), kindName(semErr.JSONKind)))
 	}
-	return badRequest(CodeInvalidRequest, "invalid JSON body: "+strings.TrimPrefix(err.Error(), "strictjson: "))
+	return badRequest(CodeInvalidRequest, "invalid JSON body")
+}
+
+// pointerOf is where in body the decoder stops reading it into a fresh
+// value of dst's type (a JSON Pointer), or "".
+func pointerOf(body []byte, dst any) jsontext.Pointer {
+	err := jsonv2.Unmarshal(body, reflect.New(reflect.TypeOf(dst).Elem()).Interface(), jsonv2.RejectUnknownMembers(true))
+	if semErr, ok := errors.AsType[*jsonv2.SemanticError](err); ok {
+		return semErr.JSONPointer
+	}
+	if synErr, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
+		return synErr.JSONPointer
+	}
+	return ""
+}
+
+// syntaxDetail says what is malformed in body and where.
+func syntaxDetail(body []byte) string {
+	_, err := jsontext.NewDecoder(bytes.NewReader(body)).ReadValue()
+	if err == nil { // one value, then something else
+		return "data after the JSON value"
+	}
+	if synErr, ok := errors.AsType[*jsontext.SyntacticError](err); ok && synErr.Err != nil {
+		return fmt.Sprintf("%v%s after byte %d", synErr.Err, at(synErr.JSONPointer), synErr.ByteOffset)
+	}
+	return "malformed"
+}
+
+// at is " at <pointer>" for a pointer into the body, "" for none.
+func at(p jsontext.Pointer) string {
+	if p == "" {
+		return ""
+	}
+	return " at " + string(p)
+}
+
+// kindName names a JSON kind as the API document does.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "another value"
+}
+
+// wantName names the JSON a Go kind of a request type reads.
+func wantName(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "another value"
 }
 
 func isInteger(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uint64 }
