@@ -141,5 +141,6 @@ Pay sends {{.O.Provider}}'s signed completed-payment webhook to this server.</p>
 <p>Status: <b id="status">{{.O.Status}}</b></p>
 {{if eq .O.Status "pending"}}{{if .Paid}}<p>Payment sent; waiting for the fulfilment…</p>{{else}}
 <form method="post" action="/dev/checkout/{{.O.ID}}/pay"><button id="pay" type="submit">Pay {{.Price}}</button></form>{{end}}
-{{else if eq .O.Status "fulfilled"}}<p id="done">Paid: {{.O.Mana}} Mana are in the wallet.</p>{{end}}
+{{else if eq .O.Status "fulfilled"}}<p id="done">Paid: {{.O.Mana}} Mana are in the wallet.</p>
+{{else if eq .O.Status "rejected"}}<p id="rejected">Rejected, no Mana credited: {{.O.Reason}}</p>{{end}}
 </body></html>`))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/e2e"
 	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/internal/testdb"
@@ -40,7 +42,8 @@ func TestDevCheckoutInBrowser(t *testing.T) {
 	defer dev.Stop(15 * time.Second)
 
 	var seed struct {
-		APIKey string `json:"api_key"`
+		APIKey         string            `json:"api_key"`
+		WebhookSecrets map[string]string `json:"webhook_secrets"`
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "demo.json"))
 	require.NoError(t, err)
@@ -49,7 +52,7 @@ func TestDevCheckoutInBrowser(t *testing.T) {
 		ID          string `json:"id"`
 		CheckoutURL string `json:"checkout_url"`
 	}
-	status, body := apiPost(t, base+"/v1/checkouts", seed.APIKey, `{"sku":"mana_1000","provider":"paddle"}`)
+	status, body := apiPost(t, base+"/v1/checkouts", seed.APIKey, "dev-checkout-1", `{"sku":"mana_1000","provider":"paddle"}`)
 	require.Equal(t, http.StatusCreated, status, body)
 	require.NoError(t, json.Unmarshal([]byte(body), &order))
 	require.Equal(t, base+"/dev/checkout/"+order.ID, order.CheckoutURL)
@@ -75,6 +78,41 @@ func TestDevCheckoutInBrowser(t *testing.T) {
 		FROM orders o WHERE id = $1`, order.ID).Scan(&state, &events))
 	require.Equal(t, "fulfilled", state)
 	require.Equal(t, 1, events, "one signed webhook, claimed once")
+
+	rejectedPage(t, bctx, base, seed.APIKey, seed.WebhookSecrets["creem"])
+}
+
+// rejectedPage pays an order with the wrong amount (a signed Creem webhook
+// for 1 cent, as send-webhook --amount 1 does): the order is rejected, and
+// its checkout page says so and why.
+func rejectedPage(t *testing.T, bctx context.Context, base, apiKey, secret string) {
+	t.Helper()
+	var order struct {
+		ID          string `json:"id"`
+		CheckoutURL string `json:"checkout_url"`
+	}
+	status, body := apiPost(t, base+"/v1/checkouts", apiKey, "dev-checkout-2", `{"sku":"mana_1000","provider":"creem"}`)
+	require.Equal(t, http.StatusCreated, status, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &order))
+	id, err := strconv.ParseInt(order.ID, 10, 64)
+	require.NoError(t, err)
+	event := devwebhook.CompletedEvent("creem", "evt_dev_wrong_"+order.ID, id, 1, "usd")
+	header, value, err := devwebhook.Sign("creem", secret, event, time.Now())
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/creem", bytes.NewReader(event))
+	require.NoError(t, err)
+	req.Header.Set(header, value)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Eventually(t, func() bool { return orderStatus(t, base, apiKey, order.ID) == "rejected" },
+		30*time.Second, 100*time.Millisecond, "the fulfillment rejects the order")
+	text := pageText(t, bctx, order.CheckoutURL, "Rejected")
+	require.Contains(t, text, "Status: rejected")
+	require.Contains(t, text, "Rejected, no Mana credited: creem event evt_dev_wrong_"+order.ID+" paid 1 usd, order snapshot is 999 usd",
+		"the page shows the order's reason")
+	screenshot(t, bctx, "dev-checkout-rejected.png")
 }
 
 func startDev(t *testing.T, dbURL, dir string, port int) *e2e.Proc {
@@ -104,12 +142,27 @@ func startDev(t *testing.T, dbURL, dir string, port int) *e2e.Proc {
 	return dev
 }
 
-func apiPost(t *testing.T, url, key, body string) (int, string) {
+func orderStatus(t *testing.T, base, key, id string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/v1/orders/"+id, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var o struct {
+		Status string `json:"status"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&o))
+	return o.Status
+}
+
+func apiPost(t *testing.T, url, key, idempotencyKey, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Idempotency-Key", "dev-checkout-1")
+	req.Header.Set("Idempotency-Key", idempotencyKey)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
