@@ -3,6 +3,7 @@ package proctest_test
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,8 @@ import (
 // without it when CI is not set.
 func TestRequireTool(t *testing.T) {
 	t.Setenv("CI", "")
+	skips := filepath.Join(t.TempDir(), "skips")
+	t.Setenv(proctest.SkipsEnv, skips) // not the file of the run this test is part of
 	sh, err := exec.LookPath("sh")
 	require.NoError(t, err)
 	require.Equal(t, sh, proctest.RequireTool(t, "apt-get install dash", "", "/nonexistent/tool", "sh"))
@@ -24,6 +27,9 @@ func TestRequireTool(t *testing.T) {
 		t.Error("not reached: the test is skipped")
 	})
 	require.True(t, skipped, "a skipped subtest counts as passed")
+	recorded, err := os.ReadFile(skips)
+	require.NoError(t, err)
+	require.Equal(t, "tool\tnowhere\tTestRequireTool/missing\n", string(recorded), "the skip is recorded for the summary")
 }
 
 // TestRequireToolFailsUnderCI: under CI a missing tool fails the test
