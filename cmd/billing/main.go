@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,9 +34,33 @@ func main() {
 		if errors.As(err, &ex) {
 			os.Exit(ex.code)
 		}
-		fmt.Fprintln(os.Stderr, "billing:", err)
+		fmt.Fprintln(os.Stderr, "billing:", oneLine(err.Error()))
 		os.Exit(1)
 	}
+}
+
+// oneLine puts an error on the one line a failed command prints: an error
+// of several lines (pgx lists each connection attempt, often the same one
+// twice) becomes its distinct lines joined with "; ".
+func oneLine(msg string) string {
+	var out strings.Builder
+	seen := map[string]bool{}
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		switch {
+		case out.Len() == 0:
+		case strings.HasSuffix(out.String(), ":"):
+			out.WriteString(" ")
+		default:
+			out.WriteString("; ")
+		}
+		out.WriteString(l)
+	}
+	return out.String()
 }
 
 // exitError ends the process with a code after the command printed its own report.

@@ -136,3 +136,15 @@ func TestConfigErrorsAreOneLine(t *testing.T) {
 		require.NotContains(t, string(out), "panic")
 	}
 }
+
+// TestUnreachableDatabaseIsOneLine: a database that does not answer is one
+// line that names its address, without repeating what the driver says.
+func TestUnreachableDatabaseIsOneLine(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t) // nothing listens there
+	code, out := runBillingExit(t, []string{"BILLING_DATABASE_URL=postgres://billing@" + addr + "/billing?connect_timeout=5"}, "debts", "list")
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, "one line: %s", out)
+	require.True(t, strings.HasPrefix(out, "billing: database: failed to connect to `user=billing database=billing`: "+addr), out)
+	require.Equal(t, 2, strings.Count(out, addr), "the address as the driver says it (the attempt and its dial), once: %s", out)
+}

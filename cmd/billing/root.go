@@ -86,7 +86,8 @@ func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, e
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to %s:%d/%s: %w", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, pcfg.ConnConfig.Database, err)
+		// pgx's error names the user, database and address already.
+		return nil, fmt.Errorf("database: %w", err)
 	}
 	return pool, nil
 }
