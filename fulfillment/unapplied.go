@@ -15,30 +15,26 @@ import (
 // order refused. The error says what to refund.
 var ErrUnappliedPayment = errors.New("fulfillment: payment recorded unapplied")
 
-// unapplied records job's payment as unapplied with reason, commits, and
-// refunds it where a refunder is configured. It returns the job's cancel
-// error, or a retryable error when the refund failed transiently.
-func (w *Worker) unapplied(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, reason string) (string, error) {
+// unapplied records job's payment as unapplied with reason, to be
+// refunded once the transaction commits, where a refunder is configured.
+func (w *Worker) unapplied(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, reason string) (verdict, error) {
 	a := job.Args
 	p := &Payment{Provider: a.Provider, PaymentID: a.paymentID(), OrderID: o.ID, PlayerID: o.PlayerID, EventID: a.EventID,
 		Amount: a.PaidAmount, Currency: strings.TrimSpace(a.PaidCurrency), Status: PaymentUnapplied, Reason: reason}
 	if err := recordPayment(ctx, tx, p, a.refs()); err != nil {
-		return OutcomeError, err
+		return verdict{}, err
 	}
 	// Its refunds and disputes are decided too, though they claw nothing
 	// back: the payment minted nothing.
 	ev, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment")
 	if err != nil {
-		return OutcomeError, err
+		return verdict{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: commit unapplied payment of order %d: %w", o.ID, err)
-	}
-	w.report(ctx, ev)
-	unappliedPayments.WithLabelValues(p.Provider).Inc()
-	w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
-		"amount", p.Amount, "currency", p.Currency, "reason", reason)
-	return w.settleUnapplied(ctx, p, reason)
+	return verdict{outcome: OutcomeUnapplied, commit: true, ev: ev, refund: p, why: reason, logged: func() {
+		unappliedPayments.WithLabelValues(p.Provider).Inc()
+		w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
+			"amount", p.Amount, "currency", p.Currency, "reason", reason)
+	}}, nil
 }
 
 // settleUnapplied refunds unapplied payment p when it can, and returns the

@@ -145,77 +145,91 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[FulfillOrderArgs]) err
 	return err
 }
 
+// verdict is what a fulfil job decided inside its transaction, for work
+// to carry out: commit (and complete the job) or roll back, then the
+// effects that must wait for the commit (reports, a provider refund).
+type verdict struct {
+	outcome  string
+	commit   bool // commit the transaction; else roll it back
+	complete bool // complete the job in it; else River finishes it after Work returns
+	ev       evaluation
+	refund   *Payment // an unapplied payment to give back after the commit
+	why      string   // why refund is unapplied
+	logged   func()   // the log line of a committed decision
+	err      error    // the job's own error (a cancel), when nothing is refunded
+}
+
+// work owns the job's transaction: it begins it, lets decide do every
+// database write in it, commits or rolls back in this one place, and only
+// then runs what must follow a commit (the provider refund: no network
+// call ever runs inside the transaction).
 func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (string, error) {
-	a := job.Args
-	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.refs())
+	tx, err := beginForPayment(ctx, w.pool, job.Args.Provider, job.Args.refs())
 	if err != nil {
 		return OutcomeError, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	v, err := w.decide(ctx, tx, job)
+	if err != nil {
+		return OutcomeError, err
+	}
+	if err := w.end(ctx, tx, job, v); err != nil {
+		return OutcomeError, err
+	}
+	if v.refund != nil {
+		outcome, err := w.settleUnapplied(ctx, v.refund, v.why)
+		if outcome == OutcomeUnapplied {
+			outcome = v.outcome // unapplied, or rejected
+		}
+		return outcome, err
+	}
+	return v.outcome, v.err
+}
+
+// end commits tx (completing the job when v says so) and reports what was
+// decided, or rolls tx back: either way no lock is held after it.
+func (w *Worker) end(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], v verdict) error {
+	if !v.commit {
+		return tx.Rollback(ctx)
+	}
+	if err := commitVerdict(ctx, tx, job, v); err != nil {
+		return err
+	}
+	w.report(ctx, v.ev)
+	if v.logged != nil {
+		v.logged()
+	}
+	return nil
+}
+
+func commitVerdict(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], v verdict) error {
+	what := "order " + strconv.FormatInt(job.Args.OrderID, 10)
+	if v.complete {
+		return completeAndCommit(ctx, tx, job, what)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("fulfillment: commit %s: %w", what, err)
+	}
+	return nil
+}
+
+// decide applies job's payment to its order inside tx.
+func (w *Worker) decide(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs]) (verdict, error) {
+	a := job.Args
 	o, err := lockOrder(ctx, tx, a.OrderID)
 	if errors.Is(err, ErrNotFound) {
-		return OutcomeUnknownOrder, river.JobCancel(fmt.Errorf("fulfillment: %s event %q names order %d, which does not exist: %w",
-			a.Provider, a.EventID, a.OrderID, err))
+		return verdict{outcome: OutcomeUnknownOrder, err: river.JobCancel(fmt.Errorf(
+			"fulfillment: %s event %q names order %d, which does not exist: %w", a.Provider, a.EventID, a.OrderID, err))}, nil
 	}
 	if err != nil {
-		return OutcomeError, err
+		return verdict{}, err
 	}
 	p, err := paymentByRefs(ctx, tx, a.Provider, a.refs())
-	if err != nil {
-		return OutcomeError, err
-	}
-	if p != nil {
-		return w.known(ctx, tx, job, o, p)
-	}
-	return w.decide(ctx, tx, job, o)
-}
-
-// known handles another event about payment p, already recorded: Stripe's
-// completed then async_payment_succeeded of one Checkout Session, a
-// redelivery under another event id, or a retry after a commit whose
-// acknowledgement was lost. Nothing mints again; ids the event adds are
-// recorded as aliases, and the events that named only them are decided.
-func (w *Worker) known(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, p *Payment) (string, error) {
-	added, err := addAliases(ctx, tx, p, job.Args.refs())
-	if err != nil {
-		return OutcomeError, err
-	}
-	var ev evaluation
-	if added > 0 {
-		if ev, err = w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment"); err != nil {
-			return OutcomeError, err
-		}
-	}
-	if p.Status == PaymentApplied {
-		if added > 0 {
-			if err := completeAndCommit(ctx, tx, job, "order "+strconv.FormatInt(o.ID, 10)); err != nil {
-				return OutcomeError, err
-			}
-			w.report(ctx, ev)
-		}
-		return OutcomeAlreadyFulfilled, nil
-	}
-	// Seen before and unapplied: finish its refund.
-	if err := tx.Commit(ctx); err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: commit payment %d: %w", p.ID, err)
-	}
-	w.report(ctx, ev)
-	why := p.Reason
-	if o.Status == StatusRejected {
-		why = fmt.Sprintf("order %d was rejected earlier (%s)", o.ID, o.Reason)
-	}
-	return w.settleUnapplied(ctx, p, why)
-}
-
-// report logs and counts what an evaluation decided, after its commit.
-func (w *Worker) report(ctx context.Context, ev evaluation) {
-	ev.report(func(msg string, args ...any) { w.logger.WarnContext(ctx, msg, args...) })
-}
-
-// decide applies the first event of a payment to o.
-func (w *Worker) decide(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order) (string, error) {
-	a := job.Args
 	switch {
+	case err != nil:
+		return verdict{}, err
+	case p != nil:
+		return w.known(ctx, tx, job, o, p)
 	case o.Paid():
 		return w.unapplied(ctx, tx, job, o, fmt.Sprintf("order %d is already paid (a second, distinct payment)", o.ID))
 	case o.Status == StatusRejected:
@@ -225,6 +239,38 @@ func (w *Worker) decide(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 		return w.reject(ctx, tx, job, o, reason)
 	}
 	return w.fulfil(ctx, tx, job, o)
+}
+
+// known handles another event about payment p, already recorded: Stripe's
+// completed then async_payment_succeeded of one Checkout Session, a
+// redelivery under another event id, or a retry after a commit whose
+// acknowledgement was lost. Nothing mints again; ids the event adds are
+// recorded as aliases, and the events that named only them are decided.
+// An unapplied payment's refund is finished.
+func (w *Worker) known(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, p *Payment) (verdict, error) {
+	added, err := addAliases(ctx, tx, p, job.Args.refs())
+	if err != nil {
+		return verdict{}, err
+	}
+	v := verdict{outcome: OutcomeAlreadyFulfilled, commit: added > 0, complete: added > 0}
+	if added > 0 {
+		if v.ev, err = w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment"); err != nil {
+			return verdict{}, err
+		}
+	}
+	if p.Status == PaymentApplied {
+		return v, nil
+	}
+	v.outcome, v.complete, v.refund, v.why = OutcomeUnapplied, false, p, p.Reason
+	if o.Status == StatusRejected {
+		v.why = fmt.Sprintf("order %d was rejected earlier (%s)", o.ID, o.Reason)
+	}
+	return v, nil
+}
+
+// report logs and counts what an evaluation decided, after its commit.
+func (w *Worker) report(ctx context.Context, ev evaluation) {
+	ev.report(func(msg string, args ...any) { w.logger.WarnContext(ctx, msg, args...) })
 }
 
 // mismatch explains why a payment does not pay for o, or returns "".
@@ -239,21 +285,23 @@ func mismatch(o *Order, a FulfillOrderArgs) string {
 		a.Provider, a.EventID, a.PaidAmount, strings.ToLower(a.PaidCurrency), o.Amount, o.Currency)
 }
 
-func (w *Worker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, reason string) (string, error) {
+func (w *Worker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order, reason string) (verdict, error) {
 	if err := markRejected(ctx, tx, o.ID, reason, w.now()); err != nil {
-		return OutcomeError, err
+		return verdict{}, err
 	}
-	w.logger.WarnContext(ctx, "order rejected", "order_id", o.ID, "reason", reason)
 	// Cancelled, not retried: a retry cannot change what was paid, and a
 	// cancelled job stands out in the River UI for an operator to refund.
-	outcome, err := w.unapplied(ctx, tx, job, o, fmt.Sprintf("%v: %s", ErrPaymentMismatch, reason))
-	if outcome == OutcomeUnapplied {
-		outcome = OutcomeRejected
+	v, err := w.unapplied(ctx, tx, job, o, fmt.Sprintf("%v: %s", ErrPaymentMismatch, reason))
+	v.outcome = OutcomeRejected
+	unappliedLog := v.logged
+	v.logged = func() {
+		w.logger.WarnContext(ctx, "order rejected", "order_id", o.ID, "reason", reason)
+		unappliedLog()
 	}
-	return outcome, err
+	return v, err
 }
 
-func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order) (string, error) {
+func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderArgs], o *Order) (verdict, error) {
 	a := job.Args
 	t, settled, err := w.wallet.CreditSettlingTx(ctx, tx, wallet.PostParams{
 		PlayerID:       o.PlayerID,
@@ -267,32 +315,29 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	if errors.Is(err, wallet.ErrIdempotencyKeyReused) {
 		// Someone posted under this order's key with other parameters: a
 		// bug, not a transient failure. Stop and make it visible.
-		return OutcomeError, river.JobCancel(fmt.Errorf("fulfillment: order %d: %w", o.ID, err))
+		return verdict{outcome: OutcomeError, err: river.JobCancel(fmt.Errorf("fulfillment: order %d: %w", o.ID, err))}, nil
 	}
 	if err != nil {
-		return OutcomeError, fmt.Errorf("fulfillment: credit order %d: %w", o.ID, err)
+		return verdict{}, fmt.Errorf("fulfillment: credit order %d: %w", o.ID, err)
 	}
 	p := &Payment{Provider: a.Provider, PaymentID: a.paymentID(), OrderID: o.ID, PlayerID: o.PlayerID, EventID: a.EventID,
 		Amount: a.PaidAmount, Currency: o.Currency, ManaMinted: o.Mana, Status: PaymentApplied}
 	if err := recordPayment(ctx, tx, p, a.refs()); err != nil {
-		return OutcomeError, err
+		return verdict{}, err
 	}
 	if err := markFulfilled(ctx, tx, o.ID, t.ID, w.now()); err != nil {
-		return OutcomeError, err
+		return verdict{}, err
 	}
 	// Refunds or disputes that arrived before the payment were recorded
 	// then; the payment mints, and is clawed back at once.
 	ev, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment")
 	if err != nil {
-		return OutcomeError, err
+		return verdict{}, err
 	}
-	if err := completeAndCommit(ctx, tx, job, "order "+strconv.FormatInt(o.ID, 10)); err != nil {
-		return OutcomeError, err
-	}
-	w.report(ctx, ev)
-	w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
-		"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
-	return OutcomeFulfilled, nil
+	return verdict{outcome: OutcomeFulfilled, commit: true, complete: true, ev: ev, logged: func() {
+		w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
+			"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
+	}}, nil
 }
 
 // completeAndCommit marks job completed inside tx and commits, so the job
