@@ -14,6 +14,7 @@ import (
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/playground"
 	"github.com/fibe-dev/billing/internal/problem"
+	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -92,8 +93,12 @@ func statusOf(err error) (status int, code, detail string) {
 	case errors.Is(err, players.ErrUnauthorized):
 		return http.StatusUnauthorized, CodeUnauthorized, "a valid API key is required: Authorization: Bearer <key>"
 	case errors.Is(err, enforcer.ErrNotFound), errors.Is(err, fulfillment.ErrNotFound),
-		errors.Is(err, playground.ErrNotFound), errors.Is(err, wallet.ErrUnknownCurrency):
+		errors.Is(err, playground.ErrNotFound), errors.Is(err, wallet.ErrUnknownCurrency),
+		errors.Is(err, requests.ErrNotFound):
 		return http.StatusNotFound, CodeNotFound, "no such resource"
+	case errors.Is(err, requests.ErrExpired):
+		// River deletes finished jobs after its retention period.
+		return http.StatusNotFound, CodeNotFound, "this request is too old to be reported"
 	case errors.Is(err, enforcer.ErrNotFunded):
 		return http.StatusPaymentRequired, CodeMarqueeNotFunded, "the Marquee is not funded: add Sparks and fund it first"
 	case errors.Is(err, wallet.ErrInsufficientBalance):

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -37,7 +38,7 @@ func TestNotFundedGateAndRequests(t *testing.T) {
 	r := e.do(alice, http.MethodPost, marquee+"/fund", "f1", "")
 	require.Equal(t, http.StatusAccepted, r.status, string(r.raw))
 	done := e.waitRequest(alice, r.str("request_id"))
-	require.Equal(t, RequestSucceeded, done.str("status"))
+	require.Equal(t, requests.Succeeded, done.str("status"))
 	require.Equal(t, "insufficient", done.body["result"].(map[string]any)["outcome"])
 	requireProblem(t, e.do(alice, http.MethodPost, marquee+"/playgrounds", "k2", ``), http.StatusPaymentRequired, CodeMarqueeNotFunded)
 
@@ -55,7 +56,7 @@ func TestNotFundedGateAndRequests(t *testing.T) {
 	// its job); the worker may already have provisioned it by this GET.
 	require.Contains(t, []string{"provisioning", "running"}, e.do(alice, http.MethodGet, pg, "", "").str("status"))
 	done = e.waitRequest(alice, r.str("request_id"))
-	require.Equal(t, RequestSucceeded, done.str("status"))
+	require.Equal(t, requests.Succeeded, done.str("status"))
 	require.Equal(t, "running", done.body["result"].(map[string]any)["status"])
 	got := e.do(alice, http.MethodGet, pg, "", "")
 	require.Equal(t, "running", got.str("status"))
@@ -64,7 +65,7 @@ func TestNotFundedGateAndRequests(t *testing.T) {
 	for _, op := range []string{"restart", "sync"} {
 		r = e.do(alice, http.MethodPost, pg+"/"+op, "", "")
 		require.Equal(t, http.StatusAccepted, r.status, string(r.raw))
-		require.Equal(t, RequestSucceeded, e.waitRequest(alice, r.str("request_id")).str("status"))
+		require.Equal(t, requests.Succeeded, e.waitRequest(alice, r.str("request_id")).str("status"))
 	}
 	got = e.do(alice, http.MethodGet, pg, "", "")
 	require.EqualValues(t, 1, got.body["restart_count"])
@@ -86,7 +87,7 @@ func TestNotFundedGateAndRequests(t *testing.T) {
 	for _, op := range []string{"restart", "sync"} {
 		r = e.do(alice, http.MethodPost, pg+"/"+op, "", "")
 		require.Equal(t, http.StatusAccepted, r.status, string(r.raw))
-		require.Equal(t, RequestSucceeded, e.waitRequest(alice, r.str("request_id")).str("status"))
+		require.Equal(t, requests.Succeeded, e.waitRequest(alice, r.str("request_id")).str("status"))
 	}
 	require.Equal(t, http.StatusAccepted, e.do(alice, http.MethodPost, marquee+"/playgrounds", "", "").status)
 	require.EqualValues(t, 50, balance(t, e, alice, wallet.Sparks), "two days at 100 Sparks")
@@ -111,7 +112,7 @@ func TestRequestStatusesFromRiver(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, r.status)
 	req := "/v1/requests/" + r.str("request_id")
 	got := e.do(alice, http.MethodGet, req, "", "")
-	require.Equal(t, RequestQueued, got.str("status"))
+	require.Equal(t, requests.Queued, got.str("status"))
 	require.Equal(t, "playground_create", got.str("kind"))
 	require.Nil(t, got.body["result"])
 
@@ -120,15 +121,15 @@ func TestRequestStatusesFromRiver(t *testing.T) {
 	_, err := e.river.JobCancel(context.Background(), jobID)
 	require.NoError(t, err)
 	got = e.do(alice, http.MethodGet, req, "", "")
-	require.Equal(t, RequestCancelled, got.str("status"))
+	require.Equal(t, requests.Cancelled, got.str("status"))
 
 	for state, want := range map[rivertype.JobState]string{
-		rivertype.JobStateAvailable: RequestQueued, rivertype.JobStateScheduled: RequestQueued,
-		rivertype.JobStatePending: RequestQueued, rivertype.JobStateRetryable: RequestQueued,
-		rivertype.JobStateRunning: RequestRunning, rivertype.JobStateCompleted: RequestSucceeded,
-		rivertype.JobStateDiscarded: RequestFailed, rivertype.JobStateCancelled: RequestCancelled,
+		rivertype.JobStateAvailable: requests.Queued, rivertype.JobStateScheduled: requests.Queued,
+		rivertype.JobStatePending: requests.Queued, rivertype.JobStateRetryable: requests.Queued,
+		rivertype.JobStateRunning: requests.Running, rivertype.JobStateCompleted: requests.Succeeded,
+		rivertype.JobStateDiscarded: requests.Failed, rivertype.JobStateCancelled: requests.Cancelled,
 	} {
-		require.Equal(t, want, requestStatus(state), state)
+		require.Equal(t, want, requests.Status(state), state)
 	}
 }
 
@@ -144,7 +145,7 @@ func TestJobCancelledWhenFundingLapsed(t *testing.T) {
 	e.clock.Add(48 * time.Hour) // the worker runs after the paid day ended
 	e.startWorker()
 	done := e.waitRequest(alice, r.str("request_id"))
-	require.Equal(t, RequestCancelled, done.str("status"))
+	require.Equal(t, requests.Cancelled, done.str("status"))
 	require.Contains(t, done.str("error"), enforcer.ErrNotFunded.Error())
 	require.Equal(t, "provisioning", e.do(alice, http.MethodGet, "/v1/playgrounds/"+r.str("playground_id"), "", "").str("status"))
 }

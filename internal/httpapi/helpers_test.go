@@ -29,6 +29,7 @@ import (
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/providerfake"
+	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -250,7 +251,7 @@ func (e *env) waitRequest(p player, id string) reply {
 	require.Eventually(e.t, func() bool {
 		r = e.do(p, http.MethodGet, "/v1/requests/"+id, "", "")
 		s := r.str("status")
-		return s == RequestSucceeded || s == RequestFailed || s == RequestCancelled
+		return s == requests.Succeeded || s == requests.Failed || s == requests.Cancelled
 	}, 15*time.Second, 50*time.Millisecond)
 	return r
 }

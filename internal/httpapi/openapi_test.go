@@ -27,6 +27,7 @@ import (
 	apidoc "github.com/fibe-dev/billing/api"
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -356,9 +357,9 @@ func (c *conformance) waitSucceeded(p player, id string) {
 	var last reply
 	c.poll("request "+id+" is done", func() bool {
 		last = c.do(call{as: p, method: "GET", path: "/v1/requests/" + id, want: 200})
-		return last.str("status") == RequestSucceeded || last.str("status") == RequestFailed
+		return last.str("status") == requests.Succeeded || last.str("status") == requests.Failed
 	})
-	require.Equal(c.t, RequestSucceeded, last.str("status"), string(last.raw))
+	require.Equal(c.t, requests.Succeeded, last.str("status"), string(last.raw))
 }
 
 // poll calls done on the test goroutine (it checks answers with require)
