@@ -298,3 +298,52 @@ func updateOrderMoney(ctx context.Context, tx pgx.Tx, o *Order, l lostMoney, cla
 	}
 	return nil
 }
+
+// DecidePending decides the pending reversal events of every known
+// payment (left pending by an upgrade, or by an alias recorded in a job
+// that failed before deciding them), each payment in a transaction of its
+// own under its locks, and brings its clawback to what its facts imply.
+// It returns how many payments it evaluated.
+func (w *ReverseWorker) DecidePending(ctx context.Context) (int, error) {
+	rows, err := w.pool.Query(ctx, `SELECT DISTINCT p.provider, p.payment_id FROM payments p
+		JOIN payment_aliases a ON a.payment = p.id
+		JOIN reversal_events e ON e.provider = a.provider AND (e.payment_ref = a.alias OR e.other_ref = a.alias)
+		WHERE e.status = 'pending' ORDER BY 1, 2`)
+	if err != nil {
+		return 0, fmt.Errorf("fulfillment: find pending reversal events: %w", err)
+	}
+	pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var ref [2]string
+		return ref, r.Scan(&ref[0], &ref[1])
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fulfillment: find pending reversal events: %w", err)
+	}
+	for _, r := range pending {
+		if err := w.decidePayment(ctx, r[0], r[1]); err != nil {
+			return 0, err
+		}
+	}
+	return len(pending), nil
+}
+
+func (w *ReverseWorker) decidePayment(ctx context.Context, provider, paymentID string) error {
+	tx, err := beginForPayment(ctx, w.pool, provider, []string{paymentID})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	p, o, err := lockPaymentAndOrder(ctx, tx, provider, []string{paymentID})
+	if err != nil || p == nil {
+		return err
+	}
+	ev, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "decide-pending")
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("fulfillment: commit decisions of payment %d: %w", p.ID, err)
+	}
+	ev.report(func(msg string, args ...any) { w.logger.WarnContext(ctx, msg, args...) })
+	return nil
+}

@@ -186,3 +186,30 @@ func TestRefundByAliasBeforeAliasIsKnown(t *testing.T) {
 	require.Zero(t, e.balances()[wallet.Mana])
 	requireClean(t, e.pool)
 }
+
+// An event left pending for a known payment (as the upgrade to provider
+// facts leaves a refund the old code refused for exceeding its payment) is
+// decided by DecidePending: accepted, clawed back in full, once.
+func TestDecidePending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newReversalEnv(t)
+	o := e.buy("pi_6")
+	waitJobs(t, e.pool, 1)
+	_, err := e.pool.Exec(ctx, `INSERT INTO reversal_events (provider, event_id, reversal_id, payment_ref, kind, state,
+		amount, currency) VALUES ('stripe', 'migrated:1', 'charge:ch_6', 'pi_6', 'refund', 'succeeded', 5000, 'usd')`)
+	require.NoError(t, err)
+	w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: e.pool})
+	for range 2 { // the second run finds nothing left to decide
+		_, err := w.DecidePending(ctx)
+		require.NoError(t, err)
+	}
+	status, _ := e.eventStatus("migrated:1")
+	require.Equal(t, fulfillment.EventAccepted, status)
+	require.Zero(t, e.balances()[wallet.Mana])
+	require.Equal(t, int64(1000), e.order(o.ID).ClawedBackMana)
+	n, err := w.DecidePending(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	requireClean(t, e.pool)
+}

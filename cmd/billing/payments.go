@@ -17,7 +17,7 @@ func newPaymentsCmd() *cobra.Command {
 		Use:   "payments",
 		Short: "Inspect provider payments (applied, unapplied, refunded)",
 	}
-	cmd.AddCommand(newPaymentsListCmd(), newPaymentsMarkRefundedCmd())
+	cmd.AddCommand(newPaymentsListCmd(), newPaymentsMarkRefundedCmd(), newPaymentsDecidePendingCmd())
 	return cmd
 }
 
@@ -60,6 +60,38 @@ refunds arrive as the provider's webhooks), is refused.`,
 	for _, f := range []string{"payment", "refund-id"} {
 		_ = c.MarkFlagRequired(f)
 	}
+	return c
+}
+
+func newPaymentsDecidePendingCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "decide-pending [--json]",
+		Short: "Decide the refund and dispute events still pending for payments that are known",
+		Long: `decide-pending decides every refund, dispute or chargeback event that is
+still pending although its payment is known (ledger verify reports them as
+reversal_event_undecided): accepted or refused against the payment, folded
+into its facts, and the payment's clawback brought to what they imply, one
+payment at a time under the same locks as the workers. After the upgrade to
+migration 00010 it decides the refunds the old code had refused for exceeding
+their payment. Safe to run at any time, and again: a decided event is never
+decided twice.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
+				w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, SparksPerMana: cfg.SparksPerMana,
+					Logger: newLogger(cfg, cmd.ErrOrStderr())})
+				n, err := w.DecidePending(ctx)
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON, struct {
+					Payments int `json:"payments"`
+				}{n}, "decided the pending events of "+count(n, "payment"))
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
 	return c
 }
 

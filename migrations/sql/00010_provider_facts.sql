@@ -58,15 +58,23 @@ CREATE INDEX reversal_events_other_ref_idx ON reversal_events (provider, other_r
 CREATE INDEX reversal_events_payment_idx ON reversal_events (payment);
 
 -- Carry the reversals recorded so far over as events: accepted where their
--- payment is known and they were not rejected, refused where they were,
--- pending where their payment is still unknown.
+-- payment is known and they were not rejected, refused where the payment
+-- is in another currency. A row rejected only for exceeding its payment was
+-- the provider's truth after all: it waits, pending, with the rows whose
+-- payment is still unknown, and `billing payments decide-pending` (or the
+-- payment's next event) decides it and claws back what it implies.
 INSERT INTO reversal_events (provider, event_id, reversal_id, payment_ref, kind, state, amount, currency,
     status, reason, payment, received_at, decided_at)
 SELECT r.provider, 'migrated:' || r.id, r.reversal_id, r.payment_id, r.kind, r.state, r.amount, r.currency,
-    CASE WHEN r.rejected IS NOT NULL THEN 'refused' WHEN p.id IS NULL THEN 'pending' ELSE 'accepted' END,
-    r.rejected, p.id, r.created_at, CASE WHEN r.rejected IS NOT NULL OR p.id IS NOT NULL THEN r.updated_at END
+    d.status, CASE WHEN d.status = 'refused' THEN r.rejected END, CASE WHEN d.status <> 'pending' THEN p.id END,
+    r.created_at, CASE WHEN d.status <> 'pending' THEN r.updated_at END
 FROM payment_reversals r
-LEFT JOIN payments p ON p.provider = r.provider AND p.payment_id = r.payment_id;
+LEFT JOIN payments p ON p.provider = r.provider AND p.payment_id = r.payment_id
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN p.id IS NULL THEN 'pending'
+    WHEN r.rejected IS NULL THEN 'accepted'
+    WHEN lower(r.currency) <> lower(p.currency) THEN 'refused'
+    ELSE 'pending' END AS status) d;
 
 -- payment_reversals now holds only accepted facts of known payments: one
 -- row per provider refund or dispute, its latest accepted amount, currency
