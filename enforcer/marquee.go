@@ -39,20 +39,20 @@ var (
 	ErrUnknownPlayer = errors.New("enforcer: unknown player")
 )
 
-// Marquee is a player's Docker host. Its JSON is the API's Marquee shape.
-// Funded depends on the clock, so loaders leave it false: encode m.View(now).
+// Marquee is a player's Docker host. Funded depends on the clock, so
+// loaders leave it false: m.View(now) is the Marquee as of now.
 type Marquee struct {
-	ID           int64      `json:"id,string"`
-	PlayerID     int64      `json:"-"`
-	Name         string     `json:"name"`
-	Plan         string     `json:"plan"`
-	DailyPrice   int64      `json:"daily_price"` // Sparks per service day, copied from the plan
-	DesiredState string     `json:"-"`
-	Status       string     `json:"status"`
-	Funded       bool       `json:"funded"`
-	PaidThrough  *time.Time `json:"paid_through"` // nil: never funded
-	LastError    string     `json:"-"`
-	CreatedAt    time.Time  `json:"-"`
+	ID           int64
+	PlayerID     int64
+	Name         string
+	Plan         string
+	DailyPrice   int64 // Sparks per service day, copied from the plan
+	DesiredState string
+	Status       string
+	Funded       bool
+	PaidThrough  *time.Time // nil: never funded
+	LastError    string
+	CreatedAt    time.Time
 }
 
 // Funded is the gate: whether m may run at now. paid_through is the end

@@ -2,7 +2,6 @@ package fulfillment_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -26,15 +25,7 @@ func TestCreateCheckoutSnapshotsPrice(t *testing.T) {
 	require.Equal(t, fulfillment.StatusPending, o.Status)
 	require.Equal(t, "paddle", o.Provider)
 
-	b, err := json.Marshal(o)
-	require.NoError(t, err)
-	var shape map[string]any
-	require.NoError(t, json.Unmarshal(b, &shape))
-	require.Equal(t, fmt.Sprint(o.ID), shape["id"], "ids are strings")
-	for _, k := range []string{"sku", "amount", "currency", "mana", "status", "provider"} {
-		require.Contains(t, shape, k)
-	}
-	require.NotContains(t, shape, "reason", "no reason while pending")
+	require.Empty(t, o.Reason, "no reason while pending")
 
 	got, err := fulfillment.GetOrder(ctx, pool, player, o.ID)
 	require.NoError(t, err)

@@ -67,25 +67,25 @@ type DB = dbtx.DB
 
 // Order is a checkout with its pricing snapshot.
 type Order struct {
-	ID                  int64      `json:"id,string"`
-	PlayerID            int64      `json:"player_id,string"`
-	SKU                 string     `json:"sku"`
-	Provider            string     `json:"provider"`
-	Amount              int64      `json:"amount"`   // minor units of Currency
-	Currency            string     `json:"currency"` // lower case ISO 4217
-	Mana                int64      `json:"mana"`
-	Status              string     `json:"status"`
-	Reason              string     `json:"reason,omitempty"`
-	WalletTransactionID int64      `json:"wallet_transaction_id,string,omitempty"`
-	RefundedAmount      int64      `json:"refunded_amount"`  // minor units, at most Amount
-	ClawedBackMana      int64      `json:"clawed_back_mana"` // net of what a won dispute gave back
-	CreatedAt           time.Time  `json:"created_at"`
-	UpdatedAt           time.Time  `json:"updated_at"`
-	FulfilledAt         *time.Time `json:"fulfilled_at,omitempty"`
+	ID                  int64
+	PlayerID            int64
+	SKU                 string
+	Provider            string
+	Amount              int64  // minor units of Currency
+	Currency            string // lower case ISO 4217
+	Mana                int64
+	Status              string
+	Reason              string
+	WalletTransactionID int64
+	RefundedAmount      int64 // minor units, at most Amount
+	ClawedBackMana      int64 // net of what a won dispute gave back
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	FulfilledAt         *time.Time
 	// CheckoutID and CheckoutURL are the provider's hosted checkout, set
 	// once (SetCheckout); empty until it has been opened.
-	CheckoutID  string `json:"checkout_id,omitempty"`
-	CheckoutURL string `json:"checkout_url,omitempty"`
+	CheckoutID  string
+	CheckoutURL string
 }
 
 // CheckoutParams describe a new order.

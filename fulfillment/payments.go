@@ -21,20 +21,20 @@ const (
 
 // Payment is one provider payment, recorded once per (provider, payment id).
 type Payment struct {
-	ID             int64     `json:"id,string"`
-	Provider       string    `json:"provider"`
-	PaymentID      string    `json:"payment_id"`
-	OrderID        int64     `json:"order_id,string"`
-	PlayerID       int64     `json:"player_id,string"`
-	EventID        string    `json:"event_id"`
-	Amount         int64     `json:"amount"`
-	Currency       string    `json:"currency"`
-	ManaMinted     int64     `json:"mana_minted"`
-	Status         string    `json:"status"`
-	Reason         string    `json:"reason,omitempty"`
-	ClawedBackMana int64     `json:"clawed_back_mana"`
-	RefundID       string    `json:"refund_id,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
+	ID             int64
+	Provider       string
+	PaymentID      string
+	OrderID        int64
+	PlayerID       int64
+	EventID        string
+	Amount         int64
+	Currency       string
+	ManaMinted     int64
+	Status         string
+	Reason         string
+	ClawedBackMana int64
+	RefundID       string
+	CreatedAt      time.Time
 	steps          int64
 }
 

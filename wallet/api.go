@@ -68,19 +68,19 @@ type PostParams struct {
 
 // Transaction is a committed wallet transaction.
 type Transaction struct {
-	ID             int64     `json:"id,string"`
-	PlayerID       int64     `json:"player_id,string"`
-	WalletID       int64     `json:"wallet_id,string"`
-	Currency       Currency  `json:"currency"`
-	Amount         int64     `json:"amount"` // signed: positive credit, negative debit
-	Kind           Kind      `json:"kind"`
-	Reference      string    `json:"reference"`
-	IdempotencyKey string    `json:"idempotency_key"`
-	BalanceAfter   int64     `json:"balance_after"`
-	CreatedAt      time.Time `json:"created_at"`
+	ID             int64
+	PlayerID       int64
+	WalletID       int64
+	Currency       Currency
+	Amount         int64 // signed: positive credit, negative debit
+	Kind           Kind
+	Reference      string
+	IdempotencyKey string
+	BalanceAfter   int64
+	CreatedAt      time.Time
 	// Replayed is true when the key had already been used and this is the
 	// stored transaction, returned without moving anything.
-	Replayed bool `json:"-"`
+	Replayed bool
 }
 
 // ConvertParams describe a Mana -> Sparks conversion.
@@ -92,9 +92,9 @@ type ConvertParams struct {
 
 // Conversion is the two legs of a conversion.
 type Conversion struct {
-	ManaDebit    *Transaction `json:"mana_debit"`
-	SparksCredit *Transaction `json:"sparks_credit"`
-	Replayed     bool         `json:"-"`
+	ManaDebit    *Transaction
+	SparksCredit *Transaction
+	Replayed     bool
 }
 
 // ListParams page through a wallet's transactions, newest first.

@@ -70,9 +70,9 @@ type ClawbackParams struct {
 
 // Clawback is how a clawback was taken.
 type Clawback struct {
-	Mana   int64 `json:"mana"`   // taken from the Mana wallet
-	Sparks int64 `json:"sparks"` // taken from the Sparks wallet (Mana * SparksPerMana)
-	Debt   int64 `json:"debt"`   // Mana recorded as debt
+	Mana   int64 // taken from the Mana wallet
+	Sparks int64 // taken from the Sparks wallet (Mana * SparksPerMana)
+	Debt   int64 // Mana recorded as debt
 }
 
 // OutstandingDebt returns the Mana the player owes (0 when none).
@@ -234,9 +234,9 @@ func (s *Store) CreditSettlingTx(ctx context.Context, tx pgx.Tx, p PostParams) (
 
 // Forgiveness is the answer of ForgiveDebt.
 type Forgiveness struct {
-	PlayerID int64 `json:"player_id,string"`
-	Mana     int64 `json:"mana"` // forgiven by this key (0: there was nothing to forgive)
-	Replayed bool  `json:"replayed"`
+	PlayerID int64
+	Mana     int64 // forgiven by this key (0: there was nothing to forgive)
+	Replayed bool
 }
 
 // ForgiveDebt writes the player's whole debt off under the operator's key:
@@ -324,9 +324,9 @@ func forgiven(ctx context.Context, tx pgx.Tx, key string) (*Forgiveness, error) 
 
 // Debt is a player's open debt.
 type Debt struct {
-	PlayerID  int64     `json:"player_id,string"`
-	Mana      int64     `json:"mana"`
-	UpdatedAt time.Time `json:"updated_at"`
+	PlayerID  int64
+	Mana      int64
+	UpdatedAt time.Time
 }
 
 // Debts lists every open debt, largest first.

@@ -46,7 +46,11 @@ func printDebts(out io.Writer, ds []wallet.Debt, asJSON bool) error {
 	for _, d := range ds {
 		total += d.Mana
 	}
-	return printList(out, ds, asJSON, func(d wallet.Debt) string {
+	views := make([]debtJSON, len(ds))
+	for i, d := range ds {
+		views[i] = debtJSON{PlayerID: d.PlayerID, Mana: d.Mana, UpdatedAt: d.UpdatedAt}
+	}
+	return printList(out, views, asJSON, func(d debtJSON) string {
 		return fmt.Sprintf("player=%d owes %d Mana (since %s)", d.PlayerID, d.Mana, d.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
 	}, fmt.Sprintf("%s, %d Mana in total", count(len(ds), "open debt"), total))
 }
@@ -73,7 +77,7 @@ The key is spent whatever it found (0 Mana when nothing was owed): the same
 				if err != nil {
 					return err
 				}
-				return printResult(cmd.OutOrStdout(), asJSON, f,
+				return printResult(cmd.OutOrStdout(), asJSON, forgivenessJSON{PlayerID: f.PlayerID, Mana: f.Mana, Replayed: f.Replayed},
 					fmt.Sprintf("player=%d forgiven %d Mana (replayed=%t)", f.PlayerID, f.Mana, f.Replayed))
 			})
 		},

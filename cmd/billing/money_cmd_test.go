@@ -44,10 +44,10 @@ func TestMoneyCommands(t *testing.T) {
 	require.Equal(t, "billing: wallet adjust: --amount must be a nonzero integer (positive credits, negative debits), got 0\n", zero)
 
 	// A forgiveness while nothing is owed spends its key on "0 forgiven".
-	var f wallet.Forgiveness
+	var f forgivenessJSON
 	early := []string{"debts", "forgive", "--player", p, "--key", "fg-0", "--reason", "nothing yet", "--json"}
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, early...)), &f))
-	require.Equal(t, wallet.Forgiveness{PlayerID: player}, f)
+	require.Equal(t, forgivenessJSON{PlayerID: player}, f)
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -55,21 +55,21 @@ func TestMoneyCommands(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 
-	var debts []wallet.Debt
+	var debts []debtJSON
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "debts", "list", "--json")), &debts))
 	require.Len(t, debts, 1)
-	require.Equal(t, wallet.Debt{PlayerID: player, Mana: 60, UpdatedAt: debts[0].UpdatedAt}, debts[0])
+	require.Equal(t, debtJSON{PlayerID: player, Mana: 60, UpdatedAt: debts[0].UpdatedAt}, debts[0])
 	require.Contains(t, runBilling(t, env, "ledger", "verify"), "ledger clean")
 	// Replayed after the debt opened, that key forgives nothing.
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, early...)), &f))
-	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, f)
+	require.Equal(t, forgivenessJSON{PlayerID: player, Replayed: true}, f)
 	require.Contains(t, runBilling(t, env, "debts", "list"), "1 open debt, 60 Mana in total")
 
 	forgive := []string{"debts", "forgive", "--player", p, "--key", "fg-1", "--reason", "support", "--json"}
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, forgive...)), &f))
-	require.Equal(t, wallet.Forgiveness{PlayerID: player, Mana: 60}, f)
+	require.Equal(t, forgivenessJSON{PlayerID: player, Mana: 60}, f)
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, forgive...)), &f))
-	require.Equal(t, wallet.Forgiveness{PlayerID: player, Mana: 60, Replayed: true}, f)
+	require.Equal(t, forgivenessJSON{PlayerID: player, Mana: 60, Replayed: true}, f)
 	require.Contains(t, runBilling(t, env, "debts", "list"), "0 open debts")
 	require.Equal(t, "[]\n", runBilling(t, env, "payments", "list", "--unapplied", "--json"))
 

@@ -48,9 +48,9 @@ refunds arrive as the provider's webhooks), is refused.`,
 					text = "already marked, nothing changed: " + paymentLine(*p)
 				}
 				return printResult(cmd.OutOrStdout(), asJSON, struct {
-					*fulfillment.Payment
+					paymentJSON
 					Changed bool `json:"changed"`
-				}{p, changed}, text)
+				}{viewPayment(*p), changed}, text)
 			})
 		},
 	}
@@ -126,7 +126,14 @@ that mark-refunded takes.`,
 }
 
 func printPayments(out io.Writer, ps []fulfillment.Payment, asJSON bool) error {
-	return printList(out, ps, asJSON, paymentLine, count(len(ps), "payment"))
+	if asJSON {
+		views := make([]paymentJSON, len(ps))
+		for i, p := range ps {
+			views[i] = viewPayment(p)
+		}
+		return printList(out, views, true, nil, "")
+	}
+	return printList(out, ps, false, paymentLine, count(len(ps), "payment"))
 }
 
 func paymentLine(p fulfillment.Payment) string {

@@ -51,10 +51,7 @@ transaction's reference in the ledger. A Mana credit settles an open debt first.
 				if err != nil {
 					return err
 				}
-				return printResult(cmd.OutOrStdout(), asJSON, struct {
-					*wallet.Transaction
-					Replayed bool `json:"replayed"`
-				}{t, t.Replayed}, fmt.Sprintf("transaction %d: player=%d %+d %s, balance %d (replayed=%t)",
+				return printResult(cmd.OutOrStdout(), asJSON, viewTransaction(t), fmt.Sprintf("transaction %d: player=%d %+d %s, balance %d (replayed=%t)",
 					t.ID, t.PlayerID, t.Amount, t.Currency, t.BalanceAfter, t.Replayed))
 			})
 		},

@@ -28,7 +28,7 @@ func (a *api) createMarquee(w http.ResponseWriter, r *http.Request, tx pgx.Tx, p
 		return err
 	}
 	w.Header().Set("Location", fmt.Sprintf("/v1/marquees/%d", m.ID))
-	return writeJSON(w, http.StatusCreated, m.View(a.now()))
+	return writeJSON(w, http.StatusCreated, viewMarquee(m, a.now()))
 }
 
 func (a *api) listMarquees(w http.ResponseWriter, r *http.Request, player int64) error {
@@ -38,10 +38,10 @@ func (a *api) listMarquees(w http.ResponseWriter, r *http.Request, player int64)
 	}
 	now := a.now()
 	out := struct {
-		Data []*enforcer.Marquee `json:"data"`
-	}{Data: make([]*enforcer.Marquee, 0, len(ms))}
+		Data []marqueeView `json:"data"`
+	}{Data: make([]marqueeView, 0, len(ms))}
 	for _, m := range ms {
-		out.Data = append(out.Data, m.View(now))
+		out.Data = append(out.Data, viewMarquee(m, now))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -55,7 +55,7 @@ func (a *api) getMarquee(w http.ResponseWriter, r *http.Request, player int64) e
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, m.View(a.now()))
+	return writeJSON(w, http.StatusOK, viewMarquee(m, a.now()))
 }
 
 // fundMarquee enqueues today's fund_day job now rather than at the next
@@ -142,5 +142,24 @@ func (a *api) getPlayground(w http.ResponseWriter, r *http.Request, player int64
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, pg)
+	// The resource is the shape a playground job records as its result.
+	return writeJSON(w, http.StatusOK, playground.OutputOf(pg))
+}
+
+// marqueeView is the API's Marquee.
+type marqueeView struct {
+	ID          int64      `json:"id,string"`
+	Name        string     `json:"name"`
+	Plan        string     `json:"plan"`
+	DailyPrice  int64      `json:"daily_price"` // Sparks per service day
+	Status      string     `json:"status"`
+	Funded      bool       `json:"funded"`
+	PaidThrough *time.Time `json:"paid_through"` // nil: never funded
+}
+
+// viewMarquee is m as of now.
+func viewMarquee(m *enforcer.Marquee, now time.Time) marqueeView {
+	v := m.View(now)
+	return marqueeView{ID: v.ID, Name: v.Name, Plan: v.Plan, DailyPrice: v.DailyPrice, Status: v.Status,
+		Funded: v.Funded, PaidThrough: v.PaidThrough}
 }

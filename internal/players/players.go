@@ -35,9 +35,9 @@ type DB = dbtx.DB
 
 // Player is an account holder.
 type Player struct {
-	ID        int64     `json:"id,string"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        int64
+	Name      string
+	CreatedAt time.Time
 }
 
 // Create makes a player with a fresh API key and returns the key in clear.

@@ -53,19 +53,19 @@ var (
 // DB is a pool, a connection or a transaction (the one DB interface).
 type DB = dbtx.DB
 
-// Playground is a workload on a Marquee. Its JSON is the API's shape.
+// Playground is a workload on a Marquee.
 type Playground struct {
-	ID           int64      `json:"id,string"`
-	PlayerID     int64      `json:"-"`
-	MarqueeID    int64      `json:"marquee_id,string"`
-	Name         string     `json:"name"`
-	Status       string     `json:"status"`
-	CreatedAt    time.Time  `json:"created_at"`
-	RunningAt    *time.Time `json:"running_at"`
-	RestartedAt  *time.Time `json:"restarted_at"`
-	RestartCount int        `json:"restart_count"`
-	SyncedAt     *time.Time `json:"synced_at"`
-	SyncCount    int        `json:"sync_count"`
+	ID           int64
+	PlayerID     int64
+	MarqueeID    int64
+	Name         string
+	Status       string
+	CreatedAt    time.Time
+	RunningAt    *time.Time
+	RestartedAt  *time.Time
+	RestartCount int
+	SyncedAt     *time.Time
+	SyncCount    int
 }
 
 const columns = `id, player_id, marquee_id, name, status, created_at, running_at, restarted_at, restart_count, synced_at, sync_count`

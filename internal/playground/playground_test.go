@@ -124,7 +124,7 @@ func TestWorkersRecordTransitions(t *testing.T) {
 		return job
 	}
 	job := waitDone(enq.Job.ID)
-	var out playground.Playground
+	var out playground.Output
 	require.NoError(t, json.Unmarshal(job.Output(), &out))
 	require.Equal(t, playground.StatusRunning, out.Status)
 

@@ -119,7 +119,7 @@ func work[T river.JobArgs](ctx context.Context, opts WorkerOptions, job *river.J
 	if pg, err = scan(tx.QueryRow(ctx, update, id, now)); err != nil {
 		return err
 	}
-	if err := river.RecordOutput(ctx, pg); err != nil {
+	if err := river.RecordOutput(ctx, OutputOf(pg)); err != nil {
 		return err
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
@@ -133,4 +133,28 @@ func cancelIfNotFound(err error, id int64) error {
 		return river.JobCancel(fmt.Errorf("playground %d: %w", id, err))
 	}
 	return err
+}
+
+// Output is what a playground job records as its River output: the
+// playground after the job, which GET /v1/requests/{id} answers as the
+// request's result. It is a stored format, like the jobs' args, so its
+// names never change.
+type Output struct {
+	ID           int64      `json:"id,string"`
+	MarqueeID    int64      `json:"marquee_id,string"`
+	Name         string     `json:"name"`
+	Status       string     `json:"status"`
+	CreatedAt    time.Time  `json:"created_at"`
+	RunningAt    *time.Time `json:"running_at"`
+	RestartedAt  *time.Time `json:"restarted_at"`
+	RestartCount int        `json:"restart_count"`
+	SyncedAt     *time.Time `json:"synced_at"`
+	SyncCount    int        `json:"sync_count"`
+}
+
+// OutputOf is p as a job records it.
+func OutputOf(p *Playground) Output {
+	return Output{ID: p.ID, MarqueeID: p.MarqueeID, Name: p.Name, Status: p.Status, CreatedAt: p.CreatedAt,
+		RunningAt: p.RunningAt, RestartedAt: p.RestartedAt, RestartCount: p.RestartCount, SyncedAt: p.SyncedAt,
+		SyncCount: p.SyncCount}
 }
