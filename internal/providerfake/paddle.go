@@ -102,15 +102,52 @@ func (s *Server) paddlePrice(w http.ResponseWriter, r *http.Request) {
 		"meta": map[string]any{"request_id": "fake"}})
 }
 
-// paddleEvents is GET /events: the scripted events, one page, oldest
-// first unless order_by=id[DESC].
+// paddleEvents is GET /events: the scripted events, oldest first unless
+// order_by=id[DESC], paged by per_page (default 50) and after (an event
+// id), with meta.pagination.next naming the next page, like Paddle's.
 func (s *Server) paddleEvents(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	evs := append([]json.RawMessage{}, s.events[Paddle]...)
 	s.mu.Unlock()
-	if r.URL.Query().Get("order_by") == "id[DESC]" {
+	q := r.URL.Query()
+	if q.Get("order_by") == "id[DESC]" {
 		slices.Reverse(evs)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": evs, "meta": map[string]any{"request_id": "fake",
-		"pagination": map[string]any{"per_page": 200, "next": "", "has_more": false, "estimated_total": len(evs)}}})
+	perPage := int(parseInt(q.Get("per_page")))
+	if perPage <= 0 {
+		perPage = 50
+	}
+	page, more := paddlePage(evs, q.Get("after"), perPage)
+	next := ""
+	if more {
+		q.Set("after", paddleEventID(page[len(page)-1]))
+		next = "http://" + r.Host + r.URL.Path + "?" + q.Encode()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": page, "meta": map[string]any{"request_id": "fake",
+		"pagination": map[string]any{"per_page": perPage, "next": next, "has_more": more, "estimated_total": len(evs)}}})
+}
+
+// paddlePage is the page of events after the one with id after ("": from
+// the first), of at most perPage, and whether more follow.
+func paddlePage(evs []json.RawMessage, after string, perPage int) ([]json.RawMessage, bool) {
+	if after != "" {
+		for i, ev := range evs {
+			if paddleEventID(ev) == after {
+				evs = evs[i+1:]
+				break
+			}
+		}
+	}
+	if len(evs) > perPage {
+		return evs[:perPage], true
+	}
+	return evs, false
+}
+
+func paddleEventID(ev json.RawMessage) string {
+	var e struct {
+		EventID string `json:"event_id"`
+	}
+	_ = json.Unmarshal(ev, &e)
+	return e.EventID
 }

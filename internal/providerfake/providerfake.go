@@ -18,13 +18,15 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
-// Provider names (the same strings as package fulfillment's).
+// Provider names.
 const (
-	Stripe = "stripe"
-	Paddle = "paddle"
-	Creem  = "creem"
+	Stripe = provider.Stripe
+	Paddle = provider.Paddle
+	Creem  = provider.Creem
 )
 
 // Call is one recorded request that created something, or was refused.
@@ -49,6 +51,8 @@ type Server struct {
 	refunds  map[string]map[string]any // Stripe Idempotency-Key -> refund
 	created  map[string]int            // provider -> checkouts really created
 	fail     map[string][]int          // provider -> statuses of the next create calls
+	failAll  []int                     // statuses of the next requests, whatever they are
+	requests int                       // requests received
 	down     bool
 	refused  int // requests answered 503 while down
 	events   map[string][]json.RawMessage
@@ -78,22 +82,47 @@ func Start() *Server {
 	return s
 }
 
-// gate answers 503 to everything while the fake is down.
+// gate answers 503 to everything while the fake is down, and the scripted
+// failures of FailRequests.
 func (s *Server) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		down := s.down
+		s.requests++
+		down, fail := s.down, 0
 		if down {
 			s.refused++
+		} else if len(s.failAll) > 0 {
+			fail, s.failAll = s.failAll[0], s.failAll[1:]
 		}
 		s.mu.Unlock()
-		if down {
+		switch {
+		case down:
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"message": "down"}})
-			return
+		case fail != 0:
+			// An error body each provider's client reads: Stripe's and
+			// Paddle's error object, Creem's message.
+			writeJSON(w, fail, map[string]any{"message": "injected failure", "error": map[string]any{
+				"type": "request_error", "code": "injected", "detail": "injected failure", "message": "injected failure"}})
+		default:
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// FailRequests makes the next requests, whatever their path, answer the
+// given statuses, in order; the ones after are served.
+func (s *Server) FailRequests(statuses ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failAll = append(s.failAll, statuses...)
+}
+
+// Requests is how many requests the fake has received.
+func (s *Server) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
 }
 
 // SetDown makes every request answer 503 (true) or be served again (false).

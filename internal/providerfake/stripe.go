@@ -75,7 +75,8 @@ func stripeProblem(r *http.Request, get func(string) string, c Call) string {
 }
 
 // stripeEvents is GET /v1/events: the scripted events, newest first,
-// filtered by types[] and created[gte] like Stripe's.
+// filtered by types[] and created[gte], paged by limit (default 10) and
+// starting_after, like Stripe's.
 func (s *Server) stripeEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var types []string // stripe-go sends types[0], types[1], ...
@@ -102,7 +103,32 @@ func (s *Server) stripeEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		data = append(data, evs[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "url": "/v1/events", "has_more": false, "data": data})
+	data, more := stripePage(data, q.Get("starting_after"), int(parseInt(q.Get("limit"))))
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "url": "/v1/events", "has_more": more, "data": data})
+}
+
+// stripePage is the page of events after the one with id after ("": from
+// the first), of at most limit (10 when not positive), and whether more
+// follow.
+func stripePage(evs []json.RawMessage, after string, limit int) ([]json.RawMessage, bool) {
+	if limit <= 0 {
+		limit = 10
+	}
+	if after != "" {
+		for i, ev := range evs {
+			var e struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(ev, &e) == nil && e.ID == after {
+				evs = evs[i+1:]
+				break
+			}
+		}
+	}
+	if len(evs) > limit {
+		return evs[:limit], true
+	}
+	return evs, false
 }
 
 func contains(list []string, s string) bool {
