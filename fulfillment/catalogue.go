@@ -1,5 +1,7 @@
 package fulfillment
 
+import "github.com/fibe-dev/billing/internal/provider"
+
 // SKU is a purchasable Mana pack: what it costs in a provider currency and
 // how much Mana it grants. billing.yaml's skus parse into it (package
 // config); an order snapshots it at checkout.
@@ -16,6 +18,27 @@ type SKU struct {
 	// PaddlePriceID, when set, makes Paddle checkouts use this catalogue
 	// price instead of a non-catalogue price made from the snapshot.
 	PaddlePriceID string `mapstructure:"paddle_price_id"`
+}
+
+// ProductName is what the customer sees on the provider's page: Name, or
+// else the SKU's key.
+func (s SKU) ProductName(key string) string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return key
+}
+
+// CatalogueID is the SKU's id in provider's catalogue ("" when it has
+// none there).
+func (s SKU) CatalogueID(name string) string {
+	switch name {
+	case provider.Creem:
+		return s.CreemProductID
+	case provider.Paddle:
+		return s.PaddlePriceID
+	}
+	return ""
 }
 
 // DefaultSKUs is the built-in catalogue, used when billing.yaml defines

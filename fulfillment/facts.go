@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // The provider's truth: every refund, dispute or chargeback event is kept
@@ -46,7 +48,7 @@ var (
 )
 
 func init() {
-	for _, p := range Providers() {
+	for _, p := range provider.Names() {
 		abovePaid.WithLabelValues(p, ReversalRefund)
 		abovePaid.WithLabelValues(p, ReversalDispute)
 		decisions.WithLabelValues(p, EventAccepted)

@@ -20,26 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/provider"
 )
-
-// Payment providers an order may be paid through.
-const (
-	ProviderStripe = "stripe"
-	ProviderPaddle = "paddle"
-	ProviderCreem  = "creem"
-)
-
-// Providers lists every supported payment provider.
-func Providers() []string { return []string{ProviderStripe, ProviderPaddle, ProviderCreem} }
-
-// ValidProvider reports whether p names a supported provider.
-func ValidProvider(p string) bool {
-	switch p {
-	case ProviderStripe, ProviderPaddle, ProviderCreem:
-		return true
-	}
-	return false
-}
 
 // Order statuses.
 const (
@@ -121,7 +103,7 @@ func CreateCheckout(ctx context.Context, db DB, skus map[string]SKU, p CheckoutP
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownSKU, p.SKU)
 	}
-	if !ValidProvider(p.Provider) {
+	if !provider.Known(p.Provider) {
 		return nil, fmt.Errorf("%w %q", ErrUnknownProvider, p.Provider)
 	}
 	if p.Key != "" {

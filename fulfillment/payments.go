@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // Payment statuses.
@@ -44,7 +46,7 @@ var unappliedPayments = promauto.NewCounterVec(prometheus.CounterOpts{
 }, []string{"provider"})
 
 func init() {
-	for _, p := range Providers() {
+	for _, p := range provider.Names() {
 		unappliedPayments.WithLabelValues(p) // export zeros, so increase() sees the first one
 	}
 }

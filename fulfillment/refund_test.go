@@ -21,6 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/stripe"
 	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
@@ -100,7 +103,7 @@ func TestDoubleChargeUnappliedAndRefundedOnce(t *testing.T) {
 	apiURL, refunds := startStripeMock(t)
 	pool := testdb.New(t)
 	client := startRiverWith(t, pool, fulfillment.WorkerOptions{Refunders: map[string]fulfillment.Refunder{
-		fulfillment.ProviderStripe: fulfillment.NewStripeRefunder("sk_test_123", apiURL)}})
+		provider.Stripe: stripe.New(provider.Options{APIKey: "sk_test_123", APIURL: apiURL})}})
 	player := newPlayer(t, pool)
 	o := checkout(t, pool, player, "mana_1000", "stripe")
 	payWith(t, pool, client, "stripe", "evt_first", "pi_first", o.ID, 999, "usd")
@@ -155,13 +158,14 @@ func TestDoubleChargeUnappliedAndRefundedOnce(t *testing.T) {
 	requireClean(t, pool)
 }
 
-// Without a refund API the unapplied payment waits for an operator, and
-// the cancelled job says to refund it.
+// Without a refund API (Paddle's driver automates none) the unapplied
+// payment waits for an operator, and the cancelled job says to refund it.
 func TestDoubleChargeWithoutRefunderAsksOperator(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	client := startRiver(t, pool)
+	client := startRiverWith(t, pool, fulfillment.WorkerOptions{
+		Refunders: provider.Select[fulfillment.Refunder](drivers.New(map[string]provider.Options{provider.Paddle: {APIKey: "pdl_key"}}))})
 	player := newPlayer(t, pool)
 	o := checkout(t, pool, player, "mana_1000", "paddle")
 	payWith(t, pool, client, "paddle", "evt_1", "txn_1", o.ID, 999, "usd")
@@ -170,6 +174,7 @@ func TestDoubleChargeWithoutRefunderAsksOperator(t *testing.T) {
 	jobs := waitJobs(t, pool, 2)
 	require.Equal(t, "cancelled", jobs[1].State)
 	require.Contains(t, jobs[1].Errors[0], "REFUND IT")
+	require.Contains(t, jobs[1].Errors[0], "no refund API configured for paddle")
 	require.Contains(t, jobs[1].Errors[0], "already paid")
 	unapplied, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: true})
 	require.NoError(t, err)
@@ -247,7 +252,7 @@ type flakyRefunder struct {
 	keys []string
 }
 
-func (f *flakyRefunder) Refund(_ context.Context, r fulfillment.RefundRequest) (string, error) {
+func (f *flakyRefunder) Refund(_ context.Context, r provider.RefundRequest) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.keys = append(f.keys, r.IdempotencyKey)
@@ -282,13 +287,4 @@ func TestUnappliedRefundRetriedWithOneKey(t *testing.T) {
 	require.Equal(t, []string{fulfillment.RefundKey(ps[1].ID), fulfillment.RefundKey(ps[1].ID)}, refunder.keys)
 	require.Equal(t, int64(1000), manaBalance(t, pool, player))
 	requireClean(t, pool)
-}
-
-// Stripe cannot refund a Checkout Session id (a payment without a
-// PaymentIntent): not retried, left for an operator.
-func TestStripeRefunderRefusesSessionIDs(t *testing.T) {
-	t.Parallel()
-	_, err := fulfillment.NewStripeRefunder("sk_test_123", "http://127.0.0.1:1").Refund(context.Background(),
-		fulfillment.RefundRequest{PaymentID: "cs_test_1", Amount: 5, Currency: "usd", IdempotencyKey: "k"})
-	require.ErrorIs(t, err, fulfillment.ErrNotRefundable)
 }

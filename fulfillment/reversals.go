@@ -15,18 +15,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
 
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// Reversal kinds and states.
+// Reversal kinds and states: what the drivers report (package provider)
+// is what the facts store.
 const (
-	ReversalRefund  = "refund"
-	ReversalDispute = "dispute"
+	ReversalRefund  = provider.ReversalRefund
+	ReversalDispute = provider.ReversalDispute
 
-	StateSucceeded = "succeeded" // a refund that went through
-	StateOpen      = "open"      // a dispute whose funds the provider withdrew
-	StateWon       = "won"       // a dispute closed in our favour: funds back
-	StateLost      = "lost"      // a dispute closed against us
+	StateSucceeded = provider.StateSucceeded // a refund that went through
+	StateOpen      = provider.StateOpen      // a dispute whose funds the provider withdrew
+	StateWon       = provider.StateWon       // a dispute closed in our favour: funds back
+	StateLost      = provider.StateLost      // a dispute closed against us
 )
 
 // ReversePaymentArgs is the job a claimed refund or dispute event enqueues.
@@ -77,7 +79,7 @@ func init() {
 	for _, o := range []string{OutcomeApplied, OutcomeAwaitingPayment, OutcomeRefused, OutcomeError} {
 		reversals.WithLabelValues(o) // export zeros, so increase() sees the first one
 	}
-	for _, p := range Providers() {
+	for _, p := range provider.Names() {
 		clawbacks.WithLabelValues(p, ReversalRefund)
 		clawbacks.WithLabelValues(p, ReversalDispute)
 	}

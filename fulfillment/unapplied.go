@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // ErrUnappliedPayment wraps the cancel error of a payment that minted
@@ -60,15 +62,18 @@ func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
 	}
 	r := w.refunders[p.Provider]
 	if r == nil {
-		return "REFUND IT to the customer (no refund API configured for " + p.Provider + ")", nil
+		return noRefundAPI(p), nil
 	}
 	aliases, err := PaymentAliases(ctx, w.pool, p.ID)
 	if err != nil {
 		return "", err
 	}
-	id, err := r.Refund(ctx, RefundRequest{PaymentID: p.PaymentID, Aliases: aliases, Amount: p.Amount,
+	id, err := r.Refund(ctx, provider.RefundRequest{PaymentID: p.PaymentID, Aliases: aliases, Amount: p.Amount,
 		Currency: p.Currency, IdempotencyKey: RefundKey(p.ID)})
-	if errors.Is(err, ErrNotRefundable) {
+	switch {
+	case errors.Is(err, provider.ErrNotConfigured), errors.Is(err, provider.ErrUnsupported):
+		return noRefundAPI(p), nil
+	case errors.Is(err, provider.ErrNotRefundable):
 		return fmt.Sprintf("REFUND IT to the customer (automatic refund failed: %v)", err), nil
 	}
 	if err != nil {
@@ -79,4 +84,8 @@ func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
 	}
 	w.logger.InfoContext(ctx, "unapplied payment refunded", "payment_id", p.PaymentID, "refund_id", id)
 	return "refunded automatically as " + id, nil
+}
+
+func noRefundAPI(p *Payment) string {
+	return "REFUND IT to the customer (no refund API configured for " + p.Provider + ")"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/idempotency"
 	"github.com/fibe-dev/billing/internal/playground"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/reconcile"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -23,6 +24,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now is the clock every worker and periodic job uses; nil is time.Now.
 	Now func() time.Time
+	// Providers are the program's provider drivers: they refund unapplied
+	// payments and list events for reconciliation. nil: none.
+	Providers *provider.Registry
 }
 
 // Registry builds the worker bundle and the periodic jobs of the worker
@@ -40,7 +44,7 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	river.AddWorker(workers, &NoopWorker{})
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
 		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now,
-		Refunders: refunders(cfg)}))
+		Refunders: provider.Select[fulfillment.Refunder](deps.Providers)}))
 	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{
 		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now}))
 	playground.AddWorkers(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now})
@@ -53,17 +57,7 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	w := wallet.New(deps.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
 	periodic = append(periodic, enforcer.Register(workers, deps.Pool, w, enforcer.Options{TZ: cfg.ServiceDayTZ,
 		Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead, Complete: cfg.BatchComplete}, schedule)...)
-	periodic = append(periodic, reconcile.Register(workers, deps.Pool, cfg, deps.Now, deps.Logger)...)
+	periodic = append(periodic, reconcile.Register(workers, deps.Pool, provider.Select[reconcile.Lister](deps.Providers),
+		cfg, deps.Now, deps.Logger)...)
 	return workers, periodic
-}
-
-// refunders are the provider refund APIs configured: Stripe's when its
-// secret key is set.
-func refunders(cfg *config.Config) map[string]fulfillment.Refunder {
-	if cfg == nil || cfg.StripeSecretKey == "" {
-		return nil
-	}
-	return map[string]fulfillment.Refunder{
-		fulfillment.ProviderStripe: fulfillment.NewStripeRefunder(cfg.StripeSecretKey, cfg.StripeAPIURL),
-	}
 }

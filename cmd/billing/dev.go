@@ -164,9 +164,10 @@ func serveDev(ctx context.Context, out io.Writer, cfg *config.Config, ln net.Lis
 	b.metrics = devURL(metricsAddr)
 	b.print(out)
 
+	providers := newProviders(cfg)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return runWeb(gctx, cfg, pool, ln, base.With("process", "web")) })
-	g.Go(func() error { return runWorker(gctx, cfg, pool, base.With("process", "worker")) })
+	g.Go(func() error { return runWeb(gctx, cfg, providers, pool, ln, base.With("process", "web")) })
+	g.Go(func() error { return runWorker(gctx, cfg, providers, pool, base.With("process", "worker")) })
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
 		err = nil

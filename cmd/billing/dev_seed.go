@@ -22,6 +22,8 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -115,18 +117,19 @@ func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *confi
 // secret made for this seed), and waits for the fulfillment to mint the Mana.
 func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jobs.Client, cfg *config.Config) (*fulfillment.Order, error) {
 	order, err := fulfillment.CreateCheckout(ctx, pool, cfg.SKUs, fulfillment.CheckoutParams{
-		PlayerID: s.PlayerID, SKU: demoSKU, Provider: fulfillment.ProviderStripe})
+		PlayerID: s.PlayerID, SKU: demoSKU, Provider: provider.Stripe})
 	if err != nil {
 		return nil, err
 	}
 	secret := "whsec_dev_" + randomHex(16)
 	intake := webhook.NewHandler(webhook.Options{Pool: pool, River: client,
-		Secrets: map[string][]string{fulfillment.ProviderStripe: {secret}}, Logger: slog.New(slog.DiscardHandler)})
-	body := devwebhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
+		Providers: provider.Select[webhook.Intake](drivers.New(map[string]provider.Options{
+			provider.Stripe: {WebhookSecrets: []string{secret}}})), Logger: slog.New(slog.DiscardHandler)})
+	body := devwebhook.CompletedEvent(provider.Stripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
 	header, value := devwebhook.SignStripe(secret, body, time.Now())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
 	req.Header.Set(header, value)
-	req.SetPathValue("provider", fulfillment.ProviderStripe)
+	req.SetPathValue("provider", provider.Stripe)
 	rec := httptest.NewRecorder()
 	intake.ServeHTTP(rec, req)
 	if rec.Code/100 != 2 {
@@ -192,9 +195,9 @@ func (s *demoSeed) useDevSecrets(cfg *config.Config) {
 		s.WebhookSecrets = map[string]string{}
 	}
 	for provider, secrets := range map[string]*[]string{
-		fulfillment.ProviderStripe: &cfg.StripeSecrets,
-		fulfillment.ProviderPaddle: &cfg.PaddleSecrets,
-		fulfillment.ProviderCreem:  &cfg.CreemSecrets,
+		provider.Stripe: &cfg.StripeSecrets,
+		provider.Paddle: &cfg.PaddleSecrets,
+		provider.Creem:  &cfg.CreemSecrets,
 	} {
 		if len(*secrets) > 0 {
 			delete(s.WebhookSecrets, provider)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
-	"github.com/fibe-dev/billing/internal/webhook"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // sendWebhookTimeout bounds each HTTP call of send-webhook.
@@ -61,7 +61,7 @@ dispute-won and dispute-lost send a dispute (Creem has only dispute-open,
 Paddle dispute-lost, its chargeback, and dispute-won, the chargeback's
 reversal).`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: fulfillment.Providers(),
+		ValidArgs: provider.Names(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.hasAmt, o.currency = cmd.Flags().Changed("amount"), strings.TrimSpace(o.currency)
 			return sendDevWebhook(cmd, args[0], o)
@@ -81,8 +81,8 @@ reversal).`,
 }
 
 func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) error {
-	if !fulfillment.ValidProvider(provider) {
-		return fmt.Errorf("send-webhook: unknown provider %q (want one of %s)", provider, strings.Join(fulfillment.Providers(), ", "))
+	if err := knownProvider("send-webhook", provider); err != nil {
+		return err
 	}
 	if o.order <= 0 {
 		return errors.New("send-webhook: --order wants a positive order id")
@@ -104,7 +104,7 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	}
 	secret := seed.WebhookSecrets[provider]
 	if secret == "" {
-		if s := webhook.SecretsFromConfig(cfg)[provider]; len(s) > 0 {
+		if s := webhookSecrets(cfg)[provider]; len(s) > 0 {
 			secret = s[0]
 		}
 	}

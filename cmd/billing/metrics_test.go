@@ -19,11 +19,14 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/internal/webhook"
+	"github.com/fibe-dev/billing/jobs"
 )
 
 // TestMetrics runs `billing web` and `billing worker` as real processes on
@@ -344,9 +347,11 @@ func requireNoPublicMetrics(t *testing.T, base string) {
 // TestAlertCountersExportedAtZero: every counter series an "any
 // occurrence" alert watches exists before its first increment, so
 // increase() sees that increment (a series born at 1 has no earlier
-// sample to compare with).
+// sample to compare with). The worker exports its reconciliation series
+// when it registers its workers, as here.
 func TestAlertCountersExportedAtZero(t *testing.T) {
 	t.Parallel()
+	jobs.Registry(jobs.Deps{Config: config.Default(), Providers: newProviders(config.Default())})
 	families, err := prometheus.DefaultGatherer.Gather()
 	require.NoError(t, err)
 	m := metricSet{}
@@ -360,12 +365,12 @@ func TestAlertCountersExportedAtZero(t *testing.T) {
 		{"billing_reconcile_runs_total", lbl("provider", "paddle", "outcome", "error")},
 		{"billing_fundings_total", lbl("outcome", "funded")},
 	}
-	for _, p := range fulfillment.Providers() {
+	for _, p := range provider.Names() {
 		want = append(want, struct{ name, labels string }{"billing_unapplied_payments_total", lbl("provider", p)})
 		for _, k := range []string{fulfillment.ReversalRefund, fulfillment.ReversalDispute} {
 			want = append(want, struct{ name, labels string }{"billing_clawbacks_total", lbl("kind", k, "provider", p)})
 		}
-		if p != fulfillment.ProviderCreem {
+		if p != provider.Creem {
 			want = append(want, struct{ name, labels string }{"billing_reconcile_recovered_total", lbl("provider", p)})
 		}
 	}

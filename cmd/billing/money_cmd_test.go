@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -89,7 +90,7 @@ func TestPaymentsMarkRefunded(t *testing.T) {
 	var player, order, payment int64
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('m') RETURNING id`).Scan(&player))
 	o, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(), fulfillment.CheckoutParams{PlayerID: player,
-		SKU: "mana_1000", Provider: fulfillment.ProviderPaddle})
+		SKU: "mana_1000", Provider: provider.Paddle})
 	require.NoError(t, err)
 	order = o.ID
 	// What intake records for a second, distinct payment of a paid order.

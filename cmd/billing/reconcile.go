@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/reconcile"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -53,8 +52,8 @@ completed, 1 on error.`,
 }
 
 func runReconcile(cmd *cobra.Command, o reconcileOptions) error {
-	if !fulfillment.ValidProvider(o.provider) {
-		return fmt.Errorf("reconcile: unknown provider %q (want one of %s)", o.provider, strings.Join(fulfillment.Providers(), ", "))
+	if err := knownProvider("reconcile", o.provider); err != nil {
+		return err
 	}
 	if o.since <= 0 {
 		return errors.New("reconcile: --since wants a positive duration such as 72h")
@@ -63,7 +62,7 @@ func runReconcile(cmd *cobra.Command, o reconcileOptions) error {
 	if err != nil {
 		return err
 	}
-	listers := reconcile.ListersFromConfig(cfg, nil)
+	listers := provider.Select[reconcile.Lister](newProviders(cfg))
 	if _, err := reconcile.ListerFor(listers, o.provider); err != nil {
 		return err
 	}

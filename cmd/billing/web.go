@@ -17,10 +17,11 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/devcheckout"
 	"github.com/fibe-dev/billing/internal/httpapi"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/telemetry"
-	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -57,7 +58,7 @@ operator address, which only Prometheus should reach.`,
 			if err != nil {
 				return fmt.Errorf("http_addr: %w", err)
 			}
-			return runWeb(cmd.Context(), cfg, pool, ln, logger)
+			return runWeb(cmd.Context(), cfg, newProviders(cfg), pool, ln, logger)
 		},
 	}
 }
@@ -66,7 +67,8 @@ operator address, which only Prometheus should reach.`,
 var registerStateCollector sync.Once
 
 // runWeb serves until ctx is done, then shuts down gracefully.
-func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.Listener, logger *slog.Logger) error {
+func runWeb(ctx context.Context, cfg *config.Config, providers *provider.Registry, pool *pgxpool.Pool, ln net.Listener,
+	logger *slog.Logger) error {
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger})
 	if err != nil {
 		return err
@@ -74,10 +76,11 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 	registerStateCollector.Do(func() {
 		prometheus.MustRegister(jobs.NewStateCollector(pool), enforcer.NewUnfundedCollector(pool, nil), wallet.NewDebtCollector(pool))
 	})
-	opts := httpapi.Options{Pool: pool, River: client, Config: cfg, Logger: logger}
+	opts := httpapi.Options{Pool: pool, River: client, Config: cfg, Providers: providers, Logger: logger}
 	if cfg.DevCheckoutURL != "" {
 		opts.DevCheckout = devcheckout.Handler(devcheckout.Options{Pool: pool,
-			BaseURL: cfg.DevCheckoutURL, Secrets: webhook.SecretsFromConfig(cfg), Logger: logger})
+			BaseURL: cfg.DevCheckoutURL, Secrets: webhookSecrets(cfg), Logger: logger})
+		opts.Checkouts = devCheckouts(cfg, providers, logger)
 	}
 	srv, err := httpapi.New(opts)
 	if err != nil {
@@ -112,4 +115,12 @@ func runWeb(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, ln net.
 	}
 	logger.Info("web stopped")
 	return nil
+}
+
+// devCheckouts are `billing dev`'s checkouts: a provider without an API key
+// gets the simulated hosted checkout page at cfg.DevCheckoutURL.
+func devCheckouts(cfg *config.Config, providers *provider.Registry, logger *slog.Logger) *checkout.Service {
+	openers := checkout.WithSimulated(provider.Select[checkout.Opener](providers), provider.Names(), cfg.DevCheckoutURL)
+	return checkout.NewService(checkout.Options{Openers: openers, SKUs: cfg.SKUs,
+		SuccessURL: cfg.CheckoutSuccessURL, CancelURL: cfg.CheckoutCancelURL, Logger: logger})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/httpapi"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -42,15 +43,16 @@ func newWorkerCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			return runWorker(cmd.Context(), cfg, pool, logger)
+			return runWorker(cmd.Context(), cfg, newProviders(cfg), pool, logger)
 		},
 	}
 }
 
 // runWorker works jobs until ctx is done, then stops River: soft stop
 // within the shutdown timeout, then hard stop. The pool outlives the client.
-func runWorker(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logger *slog.Logger) error {
-	workers, periodic := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
+func runWorker(ctx context.Context, cfg *config.Config, providers *provider.Registry, pool *pgxpool.Pool,
+	logger *slog.Logger) error {
+	workers, periodic := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger, Providers: providers})
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic,
 		JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter})
 	if err != nil {

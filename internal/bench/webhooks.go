@@ -19,6 +19,8 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -86,7 +88,7 @@ func runWebhooks(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
-	sample := devwebhook.CompletedEvent(fulfillment.ProviderStripe, "evt_sample_"+run, orders[0].ID, orders[0].Amount, orders[0].Currency)
+	sample := devwebhook.CompletedEvent(provider.Stripe, "evt_sample_"+run, orders[0].ID, orders[0].Amount, orders[0].Currency)
 	if err := seedDupEvents(ctx, env, orders[0].ID, sample); err != nil {
 		return nil, err
 	}
@@ -165,7 +167,7 @@ func benchOrders(ctx context.Context, env Env, n int) ([]*fulfillment.Order, err
 	out := make([]*fulfillment.Order, 0, n)
 	for range n {
 		o, err := fulfillment.CreateCheckout(ctx, env.Pool, skus, fulfillment.CheckoutParams{
-			PlayerID: p.ID, SKU: name, Provider: fulfillment.ProviderStripe})
+			PlayerID: p.ID, SKU: name, Provider: provider.Stripe})
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +194,8 @@ func serveWebhooks(ctx context.Context, env Env, secret string) (string, func(),
 		return "", nil, err
 	}
 	h := webhook.NewHandler(webhook.Options{Pool: env.Pool, River: client, Logger: env.Logger,
-		Secrets: map[string][]string{fulfillment.ProviderStripe: {secret}}})
+		Providers: provider.Select[webhook.Intake](drivers.New(map[string]provider.Options{
+			provider.Stripe: {WebhookSecrets: []string{secret}}}))})
 	return serveLoopback(ctx, h)
 }
 
@@ -236,7 +239,7 @@ func (d *deliverer) op(ctx context.Context, client int, _ int64) error {
 		body = sent[rng.IntN(len(sent))] // a redelivery: same event, signed afresh
 	} else {
 		o := d.orders[int(n)%len(d.orders)]
-		body = devwebhook.CompletedEvent(fulfillment.ProviderStripe, fmt.Sprintf("evt_%s_%d", d.run, n),
+		body = devwebhook.CompletedEvent(provider.Stripe, fmt.Sprintf("evt_%s_%d", d.run, n),
 			o.ID, o.Amount, o.Currency)
 		if len(d.sent[client]) < sentRing {
 			d.sent[client] = append(d.sent[client], body)

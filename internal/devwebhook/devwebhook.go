@@ -18,6 +18,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/hmacsig"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // StripeAPIVersion is the api_version CompletedEvent writes into Stripe
@@ -36,20 +37,20 @@ const (
 // our order, shaped like the provider's own (only the fields intake reads,
 // plus the usual envelope). It returns nil for an unknown provider. Sign it
 // with Sign, SignStripe, SignPaddle or SignCreem.
-func CompletedEvent(provider, eventID string, orderID, amount int64, currency string) []byte {
-	return CompletedEventAt(provider, eventID, orderID, amount, currency, time.Now())
+func CompletedEvent(name, eventID string, orderID, amount int64, currency string) []byte {
+	return CompletedEventAt(name, eventID, orderID, amount, currency, time.Now())
 }
 
 // CompletedEventAt is CompletedEvent created at at.
-func CompletedEventAt(provider, eventID string, orderID, amount int64, currency string, at time.Time) []byte {
+func CompletedEventAt(name, eventID string, orderID, amount int64, currency string, at time.Time) []byte {
 	order := strconv.FormatInt(orderID, 10)
 	var v any
-	switch provider {
-	case fulfillment.ProviderStripe:
+	switch name {
+	case provider.Stripe:
 		v = stripeCompleted(eventID, order, amount, currency, at)
-	case fulfillment.ProviderPaddle:
+	case provider.Paddle:
 		v = paddleCompleted(eventID, order, amount, currency, at)
-	case fulfillment.ProviderCreem:
+	case provider.Creem:
 		v = creemCompleted(eventID, order, amount, currency, at)
 	default:
 		return nil
@@ -74,7 +75,7 @@ func stripeCompleted(eventID, order string, amount int64, currency string, at ti
 		"data": obj{"object": obj{
 			"id":                  OrderSessionID(order),
 			"object":              "checkout.session",
-			"payment_intent":      OrderPaymentID(fulfillment.ProviderStripe, order),
+			"payment_intent":      OrderPaymentID(provider.Stripe, order),
 			"amount_total":        amount,
 			"currency":            currency,
 			"client_reference_id": order,
@@ -96,7 +97,7 @@ func paddleCompleted(eventID, order string, amount int64, currency string, at ti
 		"occurred_at":     at.UTC().Format(time.RFC3339Nano),
 		"notification_id": "ntf_" + eventID,
 		"data": obj{
-			"id":            OrderPaymentID(fulfillment.ProviderPaddle, order),
+			"id":            OrderPaymentID(provider.Paddle, order),
 			"status":        "completed",
 			"currency_code": currency,
 			"custom_data":   obj{"order_id": order},
@@ -119,7 +120,7 @@ func creemCompleted(eventID, order string, amount int64, currency string, at tim
 			"status":   "completed",
 			"metadata": obj{"order_id": order},
 			"order": obj{
-				"id":       OrderPaymentID(fulfillment.ProviderCreem, order),
+				"id":       OrderPaymentID(provider.Creem, order),
 				"amount":   amount,
 				"currency": currency,
 				"status":   "paid",
@@ -147,16 +148,16 @@ func SignCreem(secret string, body []byte) (header, value string) {
 }
 
 // Sign signs body for provider; ts is ignored for Creem.
-func Sign(provider, secret string, body []byte, ts time.Time) (header, value string, err error) {
-	switch provider {
-	case fulfillment.ProviderStripe:
+func Sign(name, secret string, body []byte, ts time.Time) (header, value string, err error) {
+	switch name {
+	case provider.Stripe:
 		header, value = SignStripe(secret, body, ts)
-	case fulfillment.ProviderPaddle:
+	case provider.Paddle:
 		header, value = SignPaddle(secret, body, ts)
-	case fulfillment.ProviderCreem:
+	case provider.Creem:
 		header, value = SignCreem(secret, body)
 	default:
-		return "", "", fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, provider)
+		return "", "", fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, name)
 	}
 	return header, value, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stripe/stripe-go/v82"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // The providers' event types of refunds and disputes.
@@ -25,11 +26,11 @@ const (
 // payment: every CompletedEvent of one order is about one payment (one
 // Checkout Session, transaction or Creem order), as a real provider's
 // redeliveries and follow-up events are. order is the decimal order id.
-func OrderPaymentID(provider, order string) string {
-	switch provider {
-	case fulfillment.ProviderStripe:
+func OrderPaymentID(name, order string) string {
+	switch name {
+	case provider.Stripe:
 		return "pi_order_" + order
-	case fulfillment.ProviderPaddle:
+	case provider.Paddle:
 		return "txn_order_" + order
 	}
 	return "ord_order_" + order
@@ -43,23 +44,23 @@ func OrderSessionID(order string) string { return "cs_test_order_" + order }
 // distinct payment for an order when paymentID differs from
 // OrderPaymentID's (for Stripe, another Checkout Session, paid with
 // PaymentIntent paymentID; for Creem, another checkout).
-func PaymentEvent(provider, eventID, paymentID string, orderID, amount int64, currency string) []byte {
+func PaymentEvent(name, eventID, paymentID string, orderID, amount int64, currency string) []byte {
 	var v map[string]any
-	if err := json.Unmarshal(CompletedEvent(provider, eventID, orderID, amount, currency), &v); err != nil {
+	if err := json.Unmarshal(CompletedEvent(name, eventID, orderID, amount, currency), &v); err != nil {
 		return nil
 	}
-	switch provider {
-	case fulfillment.ProviderStripe:
+	switch name {
+	case provider.Stripe:
 		session := v["data"].(map[string]any)["object"].(map[string]any)
 		session["payment_intent"] = paymentID
-		if paymentID != OrderPaymentID(provider, strconv.FormatInt(orderID, 10)) {
+		if paymentID != OrderPaymentID(name, strconv.FormatInt(orderID, 10)) {
 			session["id"] = "cs_test_" + paymentID
 		}
-	case fulfillment.ProviderPaddle:
+	case provider.Paddle:
 		v["data"].(map[string]any)["id"] = paymentID
 	default:
 		v["object"].(map[string]any)["order"].(map[string]any)["id"] = paymentID
-		if paymentID != OrderPaymentID(provider, strconv.FormatInt(orderID, 10)) {
+		if paymentID != OrderPaymentID(name, strconv.FormatInt(orderID, 10)) {
 			v["object"].(map[string]any)["id"] = "ch_" + paymentID
 		}
 	}
@@ -76,17 +77,17 @@ func PaymentEvent(provider, eventID, paymentID string, orderID, amount int64, cu
 // amount the cumulative amount_refunded. It returns nil for a combination
 // the provider does not send (Creem has no closed dispute; a Paddle
 // dispute is a chargeback, already lost, or its reversal, won: never open).
-func ReversalEvent(provider, eventID, paymentID, id, kind, state string, amount int64, currency string) []byte {
+func ReversalEvent(name, eventID, paymentID, id, kind, state string, amount int64, currency string) []byte {
 	at := time.Now()
-	switch provider {
-	case fulfillment.ProviderStripe:
+	switch name {
+	case provider.Stripe:
 		return stripeReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
-	case fulfillment.ProviderPaddle:
+	case provider.Paddle:
 		if kind == fulfillment.ReversalDispute && state == fulfillment.StateOpen {
 			return nil
 		}
 		return paddleReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
-	case fulfillment.ProviderCreem:
+	case provider.Creem:
 		return creemReversalEvent(eventID, paymentID, id, kind, state, amount, currency, at)
 	}
 	return nil

@@ -30,6 +30,7 @@ import (
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
@@ -121,7 +122,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	river, err := jobs.NewClient(pool, jobs.Options{Logger: discard}) // insert-only, like `billing web`
 	require.NoError(t, err)
 	errs := &errorLog{}
-	s, err := httpapi.New(httpapi.Options{Pool: pool, River: river, Config: cfg, Logger: slog.New(errs),
+	s, err := httpapi.New(httpapi.Options{Pool: pool, River: river, Config: cfg, Providers: drivers.New(cfg.ProviderOptions()), Logger: slog.New(errs),
 		Gatherer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(s)

@@ -15,6 +15,7 @@ import (
 	"github.com/fibe-dev/billing/fibe"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // player drives one player's seeded stream of actions until ctx ends.
@@ -222,11 +223,11 @@ func (p *player) hostileReversal(ctx context.Context, om *orderModel, payment st
 // chargeback_reverse; Creem sends none): the funds come back, and so does
 // the Mana the dispute clawed back.
 func (p *player) winDispute(ctx context.Context, om *orderModel, payment, dispute string) {
-	if om.provider == fulfillment.ProviderCreem || p.rng.IntN(3) != 0 {
+	if om.provider == provider.Creem || p.rng.IntN(3) != 0 {
 		return
 	}
 	id := p.nextEvent()
-	if om.provider == fulfillment.ProviderPaddle {
+	if om.provider == provider.Paddle {
 		dispute = "adj_" + id // the reversal is an adjustment of its own
 	}
 	body := devwebhook.ReversalEvent(om.provider, id, payment, dispute, fulfillment.ReversalDispute, fulfillment.StateWon, om.amount, om.currency)

@@ -14,6 +14,7 @@ import (
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/playground"
 	"github.com/fibe-dev/billing/internal/problem"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -133,11 +134,11 @@ func statusOf(err error) (status int, code, detail string) {
 		return http.StatusBadRequest, "unknown_provider", "provider must be stripe, paddle or creem"
 	case errors.Is(err, checkout.ErrProviderUnavailable):
 		return http.StatusUnprocessableEntity, CodeProviderUnavailable, "this payment provider is not available: it has no API key configured"
-	case errors.Is(err, checkout.ErrProviderDown):
+	case errors.Is(err, provider.ErrDown):
 		return http.StatusServiceUnavailable, CodeProviderDown, "the payment provider is not answering"
-	case errors.Is(err, checkout.ErrProviderRejected):
+	case errors.Is(err, provider.ErrRejected):
 		return http.StatusBadGateway, CodeProviderRejected, rejectedDetail(err)
-	case errors.Is(err, checkout.ErrPriceMismatch), errors.Is(err, checkout.ErrNotConfigured):
+	case errors.Is(err, provider.ErrPriceMismatch), errors.Is(err, provider.ErrSKUNotConfigured):
 		return http.StatusInternalServerError, CodeCheckoutMisconfigured, "this SKU is misconfigured at the payment provider; nothing was charged"
 	case errors.Is(err, fulfillment.ErrCheckoutKeyReused):
 		return http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "this Idempotency-Key was used for a different request"
@@ -166,7 +167,7 @@ func retryAdvice(r *http.Request, status int) string {
 
 // rejectedDetail is the provider's own message for a refused checkout.
 func rejectedDetail(err error) string {
-	if re, ok := errors.AsType[*checkout.RejectedError](err); ok {
+	if re, ok := errors.AsType[*provider.RejectedError](err); ok {
 		return re.Provider + " rejected the checkout: " + re.Message
 	}
 	return "the payment provider rejected the checkout"
@@ -190,7 +191,7 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="billing"`)
 	}
-	if down, ok := errors.AsType[*checkout.DownError](err); ok {
+	if down, ok := errors.AsType[*provider.DownError](err); ok {
 		problem.SetRetryAfter(w, max(down.RetryAfter, time.Second))
 	}
 	if code == CodeIdempotencyKeyInUse {

@@ -28,6 +28,8 @@ import (
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/internal/testdb"
@@ -63,6 +65,8 @@ type env struct {
 	wallets *wallet.Store
 	// fake plays Stripe, Paddle and Creem for checkouts.
 	fake *providerfake.Server
+	// providers are the drivers of cfg, pointed at fake.
+	providers *provider.Registry
 }
 
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
@@ -85,11 +89,11 @@ func newEnvWith(t *testing.T, configure func(*config.Config), serverOpts ...func
 		wallets: wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})}
 	e.river, err = jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
-	checkouts := checkout.NewService(checkout.Options{Openers: checkout.OpenersFromConfig(cfg, nil), SKUs: cfg.SKUs,
-		SuccessURL: "https://example.test/ok", CancelURL: "https://example.test/cancel", Logger: quiet,
-		Retry: checkout.Retry{Budget: time.Second, BaseDelay: 10 * time.Millisecond, RetryAfter: 2 * time.Second}})
+	e.providers = providersOf(cfg)
+	checkouts := checkout.NewService(checkout.Options{Openers: provider.Select[checkout.Opener](e.providers), SKUs: cfg.SKUs,
+		SuccessURL: "https://example.test/ok", CancelURL: "https://example.test/cancel", Logger: quiet})
 	opts := Options{Pool: pool, River: e.river, Config: cfg, Logger: quiet,
-		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now, Checkouts: checkouts}
+		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now, Providers: e.providers, Checkouts: checkouts}
 	for _, f := range serverOpts {
 		f(&opts)
 	}
@@ -98,6 +102,16 @@ func newEnvWith(t *testing.T, configure func(*config.Config), serverOpts ...func
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// providersOf are the drivers of cfg, with a short retry budget.
+func providersOf(cfg *config.Config) *provider.Registry {
+	opts := cfg.ProviderOptions()
+	for name, o := range opts {
+		o.Retry = provider.Retry{Budget: time.Second, BaseDelay: 10 * time.Millisecond, RetryAfter: 2 * time.Second}
+		opts[name] = o
+	}
+	return drivers.New(opts)
 }
 
 // fakeProviders points cfg's three providers at one recording fake, with
@@ -119,7 +133,7 @@ func fakeProviders(t *testing.T, cfg *config.Config) *providerfake.Server {
 // startWorker works the env's jobs (no periodic jobs) with the env's clock.
 func (e *env) startWorker() {
 	e.t.Helper()
-	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now})
+	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now, Providers: e.providers})
 	small := river.QueueConfig{MaxWorkers: 4}
 	client, err := jobs.NewClient(e.pool, jobs.Options{Logger: quiet, Workers: workers, ID: e.t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
@@ -26,10 +27,6 @@ func (s *Server) mountRoutes() error {
 
 // webhooks is the provider webhook intake (package webhook does the work).
 func (s *Server) webhooks() http.Handler {
-	var secrets map[string][]string
-	if s.opts.Config != nil {
-		secrets = webhook.SecretsFromConfig(s.opts.Config)
-	}
-	return webhook.NewHandler(webhook.Options{Pool: s.opts.Pool, River: s.opts.River, Secrets: secrets,
-		Logger: s.opts.Logger, Now: s.opts.Now})
+	return webhook.NewHandler(webhook.Options{Pool: s.opts.Pool, River: s.opts.River,
+		Providers: provider.Select[webhook.Intake](s.opts.Providers), Logger: s.opts.Logger, Now: s.opts.Now})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/problem"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -34,8 +35,14 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Checkouts opens provider checkouts; nil means one built from Config
-	// (a provider without an API key is then unavailable).
+	// Providers are the program's provider drivers: the webhook intake
+	// verifies and reads deliveries with them, and, unless Checkouts is
+	// set, checkouts are opened with them. nil: none (every webhook is 404,
+	// every checkout unavailable).
+	Providers *provider.Registry
+	// Checkouts opens provider checkouts; nil means one of Providers, with
+	// Config's SKUs and return URLs (a provider without an API key is then
+	// unavailable).
 	Checkouts *checkout.Service
 	// DevCheckout, when set (billing dev only), serves the simulated hosted
 	// checkout page at checkout.SimulatedPath.

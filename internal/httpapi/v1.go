@@ -24,6 +24,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/idempotency"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/strictjson"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -59,7 +60,7 @@ func newAPI(opts Options) *api {
 	})
 	a.checkouts = opts.Checkouts
 	if a.checkouts == nil {
-		a.checkouts = checkout.NewService(checkout.Options{Openers: checkout.OpenersFromConfig(cfg, nil), SKUs: cfg.SKUs,
+		a.checkouts = checkout.NewService(checkout.Options{Openers: provider.Select[checkout.Opener](opts.Providers), SKUs: cfg.SKUs,
 			SuccessURL: cfg.CheckoutSuccessURL, CancelURL: cfg.CheckoutCancelURL, Logger: opts.Logger})
 	}
 	return a

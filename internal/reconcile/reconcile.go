@@ -1,13 +1,14 @@
 // Package reconcile recovers payments whose webhook never arrived: it lists
-// a provider's recent payment events through the provider's API and feeds
-// each one not yet in webhook_events through the same claim as a webhook
-// delivery (webhook.Claimer), so claim-once holds whichever arrives first.
+// a provider's recent payment events through the provider's driver and
+// feeds each one not yet in webhook_events through the same claim as a
+// webhook delivery (webhook.Claimer), so claim-once holds whichever arrives
+// first.
 //
-// Stripe's Events API (filtered by the event types intake fulfils) and
-// Paddle's events API are listed; Creem offers no event listing, so its
-// lost webhooks cannot be recovered this way (ErrNoListing). Every recovered
-// event means a webhook was lost: billing_reconcile_recovered_total{provider}
-// counts them, and an alert fires on any increase.
+// A provider whose API lists no events (its driver answers
+// provider.ErrNoListing) cannot have its lost webhooks recovered this way.
+// Every recovered event means a webhook was lost:
+// billing_reconcile_recovered_total{provider} counts them, and an alert
+// fires on any increase.
 package reconcile
 
 import (
@@ -23,23 +24,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
-// Errors. Compare with errors.Is.
-var (
-	// ErrNoListing: the provider has no API to list its events (Creem).
-	ErrNoListing = errors.New("reconcile: provider offers no event listing")
-	// ErrNotConfigured: the provider has no API key configured.
-	ErrNotConfigured = errors.New("reconcile: provider has no API key configured")
-)
-
-// Lister lists a provider's payment events created since a time, newest
-// or oldest first, calling fn with each event's id and JSON body (the shape
-// webhook.ParseEvent reads). fn's error stops the listing.
+// Lister is what reconciliation needs of a provider's driver.
 type Lister interface {
-	List(ctx context.Context, since time.Time, fn func(eventID string, body []byte) error) error
+	// Available(provider.Listing) says whether it lists events.
+	Available(c provider.Capability) error
+	// ListEvents lists the payment events created since a time, newest or
+	// oldest first, calling fn with each event's id and body (the shape
+	// Parse reads). fn's error stops the listing.
+	ListEvents(ctx context.Context, since time.Time, fn func(eventID string, body []byte) error) error
+	Parse(body []byte) (*provider.Event, error)
 }
 
 // Summary is one run's outcome; it is the JSON of `billing reconcile --json`.
@@ -67,11 +64,12 @@ var (
 	}, []string{"provider", "outcome"})
 )
 
-// init exports zeros for every provider that can be reconciled (Creem has
-// no event listing), so increase() sees the first lost webhook.
-func init() {
-	for _, p := range fulfillment.Providers() {
-		if p == fulfillment.ProviderCreem {
+// exportZeros exports zeros for every provider of listers that can be
+// reconciled (whose API lists events), so increase() sees the first lost
+// webhook.
+func exportZeros(listers map[string]Lister) {
+	for p, l := range listers {
+		if errors.Is(l.Available(provider.Listing), provider.ErrUnsupported) {
 			continue
 		}
 		recoveredTotal.WithLabelValues(p)
@@ -82,7 +80,8 @@ func init() {
 
 // Options configure a Reconciler.
 type Options struct {
-	Pool    *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Listers by provider (provider.Select of the program's registry).
 	Listers map[string]Lister
 	Logger  *slog.Logger
 	// Progress, when set, is called after each event with the running summary.
@@ -97,6 +96,7 @@ func New(opts Options) *Reconciler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	exportZeros(opts.Listers)
 	return &Reconciler{opts: opts}
 }
 
@@ -110,8 +110,8 @@ func (r *Reconciler) Run(ctx context.Context, client *river.Client[pgx.Tx], prov
 	}
 	sum := &Summary{Provider: provider, Since: since.UTC(), DryRun: dryRun}
 	claimer := webhook.NewClaimer(webhook.Options{Pool: r.opts.Pool, River: client, Logger: r.opts.Logger})
-	err = lister.List(ctx, since, func(id string, body []byte) error {
-		return r.one(ctx, claimer, sum, id, body)
+	err = lister.ListEvents(ctx, since, func(id string, body []byte) error {
+		return r.one(ctx, claimer, lister, sum, id, body)
 	})
 	outcome := "ok"
 	if err != nil {
@@ -129,21 +129,22 @@ func (r *Reconciler) lister(provider string) (Lister, error) {
 	return ListerFor(r.opts.Listers, provider)
 }
 
-// ListerFor returns provider's Lister, or why it has none: ErrNoListing
-// (Creem) or ErrNotConfigured (no API key).
-func ListerFor(listers map[string]Lister, provider string) (Lister, error) {
-	if provider == "creem" {
-		return nil, fmt.Errorf("%w: %s (its API has no event listing)", ErrNoListing, provider)
-	}
-	l := listers[provider]
+// ListerFor returns name's Lister, or why it has none: an error wrapping
+// provider.ErrNoListing (its API lists no events) or
+// provider.ErrNotConfigured (no API key, or no driver).
+func ListerFor(listers map[string]Lister, name string) (Lister, error) {
+	l := listers[name]
 	if l == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotConfigured, provider)
+		return nil, fmt.Errorf("reconcile: %w: no driver for %s", provider.ErrNotConfigured, name)
+	}
+	if err := l.Available(provider.Listing); err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	return l, nil
 }
 
 // one reconciles one listed event.
-func (r *Reconciler) one(ctx context.Context, claimer *webhook.Claimer, sum *Summary, id string, body []byte) error {
+func (r *Reconciler) one(ctx context.Context, claimer *webhook.Claimer, l Lister, sum *Summary, id string, body []byte) error {
 	sum.Seen++
 	defer r.progress(*sum)
 	claimed, err := webhook.Claimed(ctx, r.opts.Pool, sum.Provider, id)
@@ -153,20 +154,20 @@ func (r *Reconciler) one(ctx context.Context, claimer *webhook.Claimer, sum *Sum
 	case claimed:
 		sum.AlreadyClaimed++
 		return nil
-	case sum.DryRun:
-		if _, err := webhook.ParseEvent(sum.Provider, body); err != nil {
-			sum.Malformed++
-			return nil
-		}
-		sum.Recovered++
-		return nil
 	}
-	won, ev, err := claimer.Claim(ctx, sum.Provider, body)
-	if errors.Is(err, webhook.ErrMalformedPayload) {
-		r.opts.Logger.WarnContext(ctx, "reconcile: malformed event skipped", "provider", sum.Provider, "event_id", id, "error", err)
+	ev, err := l.Parse(body)
+	if err != nil {
+		if !sum.DryRun {
+			r.opts.Logger.WarnContext(ctx, "reconcile: malformed event skipped", "provider", sum.Provider, "event_id", id, "error", err)
+		}
 		sum.Malformed++
 		return nil
 	}
+	if sum.DryRun {
+		sum.Recovered++
+		return nil
+	}
+	won, err := claimer.Claim(ctx, ev, body)
 	if err != nil {
 		return err
 	}

@@ -21,12 +21,12 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/reconcile"
-	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/wallet"
@@ -55,18 +55,28 @@ func newEnv(t *testing.T) *env {
 	pool := testdb.New(t)
 	e := &env{t: t, pool: pool, river: startRiver(t, pool), fake: providerfake.Start()}
 	t.Cleanup(e.fake.Close)
-	sdk, err := checkout.NewPaddleSDK("pdl_key", e.fake.URL, nil)
-	require.NoError(t, err)
-	e.rec = reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: map[string]reconcile.Lister{
-		"stripe": reconcile.Stripe{Client: checkout.NewStripeClient("sk_test_rec", e.fake.URL, nil)},
-		"paddle": reconcile.Paddle{SDK: sdk},
-	}})
-	e.hooks = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Secrets: secrets, Logger: discard}))
+	e.rec = reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: fakeListers(e.fake.URL)})
+	e.hooks = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Logger: discard,
+		Providers: provider.Select[webhook.Intake](drivers.New(fakeConfig(e.fake.URL).ProviderOptions()))}))
 	t.Cleanup(e.hooks.Close)
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
 	e.player = p.ID
 	return e
+}
+
+// fakeConfig points Stripe's and Paddle's APIs at the fake at url.
+func fakeConfig(url string) *config.Config {
+	return &config.Config{StripeSecretKey: "sk_test_rec", StripeAPIURL: url, PaddleAPIKey: "pdl_key", PaddleAPIURL: url,
+		StripeSecrets: secrets["stripe"], PaddleSecrets: secrets["paddle"], CreemSecrets: secrets["creem"]}
+}
+
+// fakeListers are the drivers, Stripe's and Paddle's pointed at the fake at url.
+func fakeListers(url string) map[string]reconcile.Lister { return listersOf(fakeConfig(url)) }
+
+// listersOf are the drivers of cfg, as the worker builds them.
+func listersOf(cfg *config.Config) map[string]reconcile.Lister {
+	return provider.Select[reconcile.Lister](drivers.New(cfg.ProviderOptions()))
 }
 
 func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
@@ -251,38 +261,17 @@ func reconcileOnOtherProcess(t *testing.T, e *env) process {
 	t.Cleanup(pool.Close)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: discard})
 	require.NoError(t, err)
-	sdk, err := checkout.NewPaddleSDK("pdl_key", e.fake.URL, nil)
-	require.NoError(t, err)
-	rec := reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: map[string]reconcile.Lister{
-		"stripe": reconcile.Stripe{Client: checkout.NewStripeClient("sk_test_rec", e.fake.URL, nil)},
-		"paddle": reconcile.Paddle{SDK: sdk},
-	}})
+	rec := reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: fakeListers(e.fake.URL)})
 	return process{rec: rec, river: client}
 }
 
 func TestReconcileRefusesUnlistableProviders(t *testing.T) {
 	t.Parallel()
-	rec := reconcile.New(reconcile.Options{Logger: discard})
+	rec := reconcile.New(reconcile.Options{Logger: discard, Listers: listersOf(&config.Config{})})
 	_, err := rec.Run(context.Background(), nil, "creem", time.Now(), true)
-	require.ErrorIs(t, err, reconcile.ErrNoListing)
+	require.ErrorIs(t, err, provider.ErrNoListing)
 	_, err = rec.Run(context.Background(), nil, "stripe", time.Now(), true)
-	require.ErrorIs(t, err, reconcile.ErrNotConfigured)
-}
-
-// TestStripeEventListingAgainstStripeMock validates our Events API request
-// (types filter, created range, pagination) against Stripe's specification.
-func TestStripeEventListingAgainstStripeMock(t *testing.T) {
-	t.Parallel()
-	url := stripemock.Start(t)
-	var ids []string
-	err := reconcile.Stripe{Client: checkout.NewStripeClient("sk_test_123", url, nil)}.List(context.Background(),
-		time.Now().Add(-72*time.Hour), func(id string, body []byte) error {
-			ids = append(ids, id)
-			require.Contains(t, string(body), `"object"`)
-			return nil
-		})
-	require.NoError(t, err)
-	require.NotEmpty(t, ids, "stripe-mock answers its fixture event")
+	require.ErrorIs(t, err, provider.ErrNotConfigured)
 }
 
 // TestPeriodicReconciliation: the worker's periodic job (registered like
@@ -299,9 +288,10 @@ func TestPeriodicReconciliation(t *testing.T) {
 		PaddleAPIKey: "pdl_periodic", PaddleAPIURL: fake.URL, ReconcileSchedule: sched}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
-	periodic := reconcile.Register(workers, pool, cfg, time.Now, discard)
+	periodic := reconcile.Register(workers, pool, listersOf(cfg), cfg, time.Now, discard)
 	require.Len(t, periodic, 2, "stripe and paddle list events; creem has no key and no listing")
-	require.Empty(t, reconcile.Register(river.NewWorkers(), pool, &config.Config{ReconcileSchedule: sched}, time.Now, discard),
+	noKeys := &config.Config{ReconcileSchedule: sched}
+	require.Empty(t, reconcile.Register(river.NewWorkers(), pool, listersOf(noKeys), noKeys, time.Now, discard),
 		"no API key, no periodic job")
 
 	p, _, err := players.Create(context.Background(), pool, "buyer")
@@ -344,7 +334,7 @@ func TestRescuedRunRecoversSoon(t *testing.T) {
 	cfg := &config.Config{StripeSecretKey: "sk_test_rescue", StripeAPIURL: fake.URL, ReconcileTimeout: 2 * time.Second}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
-	require.Empty(t, reconcile.Register(workers, pool, cfg, time.Now, discard), "no schedule, no periodic job")
+	require.Empty(t, reconcile.Register(workers, pool, listersOf(cfg), cfg, time.Now, discard), "no schedule, no periodic job")
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues: map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2},
@@ -353,7 +343,7 @@ func TestRescuedRunRecoversSoon(t *testing.T) {
 		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond, Logger: discard, TestOnly: true,
 	})
 	require.NoError(t, err)
-	res, err := client.Insert(ctx, reconcile.Args{Provider: fulfillment.ProviderStripe}, nil)
+	res, err := client.Insert(ctx, reconcile.Args{Provider: provider.Stripe}, nil)
 	require.NoError(t, err)
 	// What a kill -9 mid-run leaves behind: running, attempted a while ago
 	// by a client that no longer exists.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,8 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // DefaultTimeout bounds one run when no reconcile_timeout is configured: a
@@ -80,30 +78,12 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	return err
 }
 
-// ListersFromConfig returns a Lister for each provider cfg has an API key
-// for and whose API lists events (Stripe, Paddle).
-func ListersFromConfig(cfg *config.Config, httpClient *http.Client) map[string]Lister {
-	out := map[string]Lister{}
-	if cfg == nil {
-		return out
-	}
-	if cfg.StripeSecretKey != "" {
-		out[fulfillment.ProviderStripe] = Stripe{Client: checkout.NewStripeClient(cfg.StripeSecretKey, cfg.StripeAPIURL, httpClient)}
-	}
-	if cfg.PaddleAPIKey != "" {
-		if sdk, err := checkout.NewPaddleSDK(cfg.PaddleAPIKey, cfg.PaddleAPIURL, httpClient); err == nil {
-			out[fulfillment.ProviderPaddle] = Paddle{SDK: sdk}
-		}
-	}
-	return out
-}
-
 // Register adds the reconcile worker to workers and returns one periodic
-// job per provider with a Lister, on cfg's reconcile schedule. Only River's
-// leader inserts periodic jobs, so one process reconciles at a time.
-func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, now func() time.Time,
-	logger *slog.Logger) []*river.PeriodicJob {
-	listers := ListersFromConfig(cfg, nil)
+// job per provider of listers that lists events (its API does, and its
+// driver has an API key), on cfg's reconcile schedule. Only River's leader
+// inserts periodic jobs, so one process reconciles at a time.
+func Register(workers *river.Workers, pool *pgxpool.Pool, listers map[string]Lister, cfg *config.Config,
+	now func() time.Time, logger *slog.Logger) []*river.PeriodicJob {
 	w := &Worker{Reconciler: New(Options{Pool: pool, Listers: listers, Logger: logger}),
 		Window: DefaultWindow, Now: now}
 	if cfg != nil {
@@ -114,8 +94,8 @@ func Register(workers *river.Workers, pool *pgxpool.Pool, cfg *config.Config, no
 		return nil
 	}
 	var periodic []*river.PeriodicJob
-	for _, p := range fulfillment.Providers() {
-		if listers[p] == nil {
+	for _, p := range provider.Names() {
+		if l := listers[p]; l == nil || l.Available(provider.Listing) != nil {
 			continue
 		}
 		periodic = append(periodic, river.NewPeriodicJob(cfg.ReconcileSchedule,

@@ -28,6 +28,7 @@ import (
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/telemetry"
 	"github.com/fibe-dev/billing/internal/testdb"
@@ -150,13 +151,14 @@ func newSystem(t *testing.T) *system {
 		StripeSecretKey: "sk_test_trace", StripeAPIURL: stripemock.Start(t)}
 	insertOnly, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
-	s, err := httpapi.New(httpapi.Options{Pool: pool, River: insertOnly, Config: cfg, Logger: quiet,
+	providers := drivers.New(cfg.ProviderOptions())
+	s, err := httpapi.New(httpapi.Options{Pool: pool, River: insertOnly, Config: cfg, Providers: providers, Logger: quiet,
 		Gatherer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	srv := httptest.NewServer(telemetry.HTTPHandler(s))
 	t.Cleanup(srv.Close)
 
-	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: quiet})
+	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: quiet, Providers: providers})
 	small := river.QueueConfig{MaxWorkers: 2}
 	worker, err := jobs.NewClient(pool, jobs.Options{Logger: quiet, Workers: workers, ID: t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},

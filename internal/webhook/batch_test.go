@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
@@ -292,7 +292,7 @@ func TestLoneDeliveryIsItsOwnBatch(t *testing.T) {
 	e := newEnv(t, func(o *webhook.Options) {
 		webhook.OnClaimBatch(o, func(ids []string) { mu.Lock(); sizes = append(sizes, len(ids)); mu.Unlock() })
 	})
-	o := e.order("mana_1000", fulfillment.ProviderCreem)
+	o := e.order("mana_1000", provider.Creem)
 	require.Equal(t, "claimed", e.deliver("creem", devwebhook.CompletedEvent("creem", "evt_lone", o.ID, 999, "usd")).status())
 	require.Equal(t, "completed", e.waitJobs(1)[0].State)
 	mu.Lock()

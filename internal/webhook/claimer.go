@@ -16,10 +16,10 @@ import (
 // at the same moment on two processes: the UNIQUE (provider, event_id)
 // INSERT decides. The body is stored as the event's payload; for a listed
 // event it is what the provider's API answered to our authenticated call
-// (there is no signature to verify).
+// (there is no signature to verify), read by the provider's driver.
 type Claimer struct{ h *handler }
 
-// NewClaimer returns a Claimer; it needs opts.Pool and opts.River.
+// NewClaimer returns a Claimer; it needs opts.Pool and opts.River only.
 func NewClaimer(opts Options) *Claimer {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -30,15 +30,10 @@ func NewClaimer(opts Options) *Claimer {
 	return &Claimer{h: &handler{opts: opts}}
 }
 
-// Claim parses provider's event body and claims it. It reports whether
-// this call won the claim (false: already claimed) and the parsed event.
-func (c *Claimer) Claim(ctx context.Context, provider string, body []byte) (bool, *Event, error) {
-	ev, err := ParseEvent(provider, body)
-	if err != nil {
-		return false, nil, err
-	}
-	won, err := c.h.claimOne(ctx, claimReq{ev: ev, body: body, at: c.h.opts.Now()})
-	return won, ev, err
+// Claim claims ev, read from body by its provider's driver. It reports
+// whether this call won the claim (false: already claimed).
+func (c *Claimer) Claim(ctx context.Context, ev *Event, body []byte) (bool, error) {
+	return c.h.claimOne(ctx, claimReq{ev: ev, body: body, at: c.h.opts.Now()})
 }
 
 // Claimed reports whether provider's event eventID is already claimed.

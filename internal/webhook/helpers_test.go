@@ -25,6 +25,8 @@ import (
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/wallet"
@@ -61,7 +63,7 @@ func newEnv(t *testing.T, opts ...func(*webhook.Options)) *env {
 	t.Helper()
 	pool := testdb.New(t)
 	e := &env{t: t, pool: pool, river: startRiver(t, pool)}
-	o := webhook.Options{Pool: pool, River: e.river, Secrets: secrets, Logger: discard}
+	o := webhook.Options{Pool: pool, River: e.river, Providers: intakes(secrets), Logger: discard}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -73,6 +75,16 @@ func newEnv(t *testing.T, opts ...func(*webhook.Options)) *env {
 	require.NoError(t, err)
 	e.player = p.ID
 	return e
+}
+
+// intakes are the drivers of every provider, each verifying with its
+// secrets (none: not configured).
+func intakes(secrets map[string][]string) map[string]webhook.Intake {
+	opts := map[string]provider.Options{}
+	for name, s := range secrets {
+		opts[name] = provider.Options{WebhookSecrets: s}
+	}
+	return provider.Select[webhook.Intake](drivers.New(opts))
 }
 
 func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {

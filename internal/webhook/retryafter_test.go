@@ -14,7 +14,7 @@ import (
 // A provider told 503 is told when to retry, like every 503 we answer.
 func TestServiceUnavailableCarriesRetryAfter(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(webhook.NewHandler(webhook.Options{})) // no secrets: not configured
+	srv := httptest.NewServer(webhook.NewHandler(webhook.Options{Providers: intakes(nil)})) // no secrets: not configured
 	t.Cleanup(srv.Close)
 	resp, err := http.Post(srv.URL+"/webhooks/stripe", "application/json", strings.NewReader(`{}`))
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
-	"github.com/fibe-dev/billing/internal/webhook"
+	"github.com/fibe-dev/billing/internal/provider/stripe"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -194,7 +194,7 @@ func orderEvents(t *testing.T, orderID int64, tag string) []stripeEvent {
 	async := devwebhook.CompletedEvent("stripe", "evt_async_"+tag, orderID, 999, "usd")
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(async, &m))
-	m["type"] = webhook.StripeAsyncPaymentSucceeded
+	m["type"] = stripe.EventAsyncPaymentSucceeded
 	async, err := json.Marshal(m)
 	require.NoError(t, err)
 	refund := func(id string, cumulative int64) []byte {

@@ -1,6 +1,6 @@
-// Package webhook is the intake of payment-provider webhooks: it verifies
-// each provider's signature over the raw body, reads the event, and claims
-// it exactly once.
+// Package webhook is the intake of payment-provider webhooks: the
+// provider's driver verifies its signature over the raw body and reads the
+// event (package provider); the intake claims it exactly once.
 //
 // The claim is the INSERT of a webhook_events row keyed UNIQUE (provider,
 // event_id) with ON CONFLICT DO NOTHING: the database, not a pre-check,
@@ -39,10 +39,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/groupcommit"
 	"github.com/fibe-dev/billing/internal/problem"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // MaxBodyBytes is the largest body accepted; larger ones answer 413.
@@ -82,11 +81,10 @@ type Options struct {
 	Pool *pgxpool.Pool
 	// River inserts the fulfil job; an insert-only client is enough.
 	River *river.Client[pgx.Tx]
-	// Secrets are each provider's signing secrets, several during a
-	// rotation. A provider without secrets answers 503 (not configured).
-	Secrets map[string][]string
-	// Tolerance bounds signed timestamps both ways; 0 means DefaultTolerance.
-	Tolerance time.Duration
+	// Providers verify and read each provider's deliveries, by name
+	// (provider.Select of the program's registry): a provider missing here
+	// answers 404, one that cannot verify (no signing secret) 503.
+	Providers map[string]Intake
 	Logger    *slog.Logger
 	Now       func() time.Time
 	// ClaimBatch caps the deliveries claimed in one transaction (default
@@ -100,23 +98,28 @@ type Options struct {
 	hooks hooks // tests only
 }
 
-// SecretsFromConfig returns the per-provider secrets of cfg.
-func SecretsFromConfig(cfg *config.Config) map[string][]string {
-	return map[string][]string{
-		fulfillment.ProviderStripe: cfg.StripeSecrets,
-		fulfillment.ProviderPaddle: cfg.PaddleSecrets,
-		fulfillment.ProviderCreem:  cfg.CreemSecrets,
-	}
+// Event is a provider event as its driver read it.
+type Event = provider.Event
+
+// Parser reads a provider's event body (a provider driver does).
+type Parser interface {
+	Parse(body []byte) (*provider.Event, error)
+}
+
+// Intake is what the intake needs of a provider's driver.
+type Intake interface {
+	Parser
+	Available(c provider.Capability) error
+	Verify(h http.Header, body []byte, now time.Time) error
 }
 
 type handler struct {
-	opts      Options
-	verifiers map[string]Verifier
-	claims    *groupcommit.Batcher[claimReq, bool]
+	opts   Options
+	claims *groupcommit.Batcher[claimReq, bool]
 }
 
-// NewHandler returns the handler of POST /webhooks/{provider} for stripe,
-// paddle and creem.
+// NewHandler returns the handler of POST /webhooks/{provider} for every
+// provider of opts.Providers.
 func NewHandler(opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -130,11 +133,7 @@ func NewHandler(opts Options) http.Handler {
 	if opts.ClaimConcurrency <= 0 {
 		opts.ClaimConcurrency = DefaultClaimConcurrency
 	}
-	h := &handler{opts: opts, verifiers: map[string]Verifier{
-		fulfillment.ProviderStripe: StripeVerifier{Secrets: opts.Secrets[fulfillment.ProviderStripe], Tolerance: opts.Tolerance},
-		fulfillment.ProviderPaddle: PaddleVerifier{Secrets: opts.Secrets[fulfillment.ProviderPaddle], Tolerance: opts.Tolerance},
-		fulfillment.ProviderCreem:  CreemVerifier{Secrets: opts.Secrets[fulfillment.ProviderCreem]},
-	}}
+	h := &handler{opts: opts}
 	h.claims = groupcommit.New(h.claimBatch,
 		groupcommit.Options{MaxBatch: opts.ClaimBatch, Concurrency: opts.ClaimConcurrency})
 	mux := http.NewServeMux()
@@ -143,25 +142,25 @@ func NewHandler(opts Options) http.Handler {
 }
 
 func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
-	provider := r.PathValue("provider")
-	v, ok := h.verifiers[provider]
+	name := r.PathValue("provider")
+	in, ok := h.opts.Providers[name]
 	if !ok {
-		problem.Write(w, http.StatusNotFound, "unknown_provider", fmt.Sprintf("no webhook intake for provider %q", provider))
+		problem.Write(w, http.StatusNotFound, "unknown_provider", fmt.Sprintf("no webhook intake for provider %q", name))
 		return
 	}
 	start := time.Now()
-	outcome := h.deliver(w, r, provider, v)
-	deliveries.WithLabelValues(provider, outcome).Inc()
-	deliverySeconds.WithLabelValues(provider).Observe(time.Since(start).Seconds())
+	outcome := h.deliver(w, r, name, in)
+	deliveries.WithLabelValues(name, outcome).Inc()
+	deliverySeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 }
 
 // deliver answers one delivery and returns its outcome.
-func (h *handler) deliver(w http.ResponseWriter, r *http.Request, provider string, v Verifier) string {
+func (h *handler) deliver(w http.ResponseWriter, r *http.Request, name string, in Intake) string {
 	ctx := r.Context()
-	if len(h.opts.Secrets[provider]) == 0 {
-		h.opts.Logger.ErrorContext(ctx, "webhook: provider has no signing secret configured", "provider", provider)
+	if in.Available(provider.Webhooks) != nil {
+		h.opts.Logger.ErrorContext(ctx, "webhook: provider has no signing secret configured", "provider", name)
 		problem.Write(w, http.StatusServiceUnavailable, "provider_not_configured",
-			"no signing secret is configured for "+provider)
+			"no signing secret is configured for "+name)
 		return OutcomeNotConfigured
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -174,26 +173,26 @@ func (h *handler) deliver(w http.ResponseWriter, r *http.Request, provider strin
 		problem.Write(w, http.StatusBadRequest, "malformed_payload", "cannot read body")
 		return OutcomeMalformed
 	}
-	if err := v.Verify(r.Header, body, h.opts.Now()); err != nil {
-		return h.rejectSignature(w, r, provider, err)
+	if err := in.Verify(r.Header, body, h.opts.Now()); err != nil {
+		return h.rejectSignature(w, r, name, err)
 	}
 	if !utf8.Valid(body) {
 		// JSON is UTF-8 (RFC 8259 8.1). Decoding would turn each invalid
 		// byte into U+FFFD, so two distinct event ids could merge into one
 		// claim and the second event would never be fulfilled.
-		h.opts.Logger.WarnContext(ctx, "webhook: body is not valid UTF-8", "provider", provider)
+		h.opts.Logger.WarnContext(ctx, "webhook: body is not valid UTF-8", "provider", name)
 		problem.Write(w, http.StatusBadRequest, "malformed_payload", "body is not valid UTF-8")
 		return OutcomeMalformed
 	}
-	ev, err := ParseEvent(provider, body)
+	ev, err := in.Parse(body)
 	if err != nil {
-		h.opts.Logger.WarnContext(ctx, "webhook: malformed payload", "provider", provider, "error", err)
+		h.opts.Logger.WarnContext(ctx, "webhook: malformed payload", "provider", name, "error", err)
 		problem.Write(w, http.StatusBadRequest, "malformed_payload", err.Error())
 		return OutcomeMalformed
 	}
 	won, err := h.claim(ctx, ev, body)
 	if err != nil {
-		h.opts.Logger.ErrorContext(ctx, "webhook: claim failed, provider will retry", "provider", provider,
+		h.opts.Logger.ErrorContext(ctx, "webhook: claim failed, provider will retry", "provider", name,
 			"event_id", ev.ID, "error", err)
 		problem.Write(w, http.StatusServiceUnavailable, "unavailable", "cannot record the event now; retry later")
 		return OutcomeError
@@ -203,23 +202,23 @@ func (h *handler) deliver(w http.ResponseWriter, r *http.Request, provider strin
 		return OutcomeDuplicate
 	}
 	if h.opts.Logger.Enabled(ctx, slog.LevelDebug) { // spare building the attrs on the hot path
-		h.opts.Logger.DebugContext(ctx, "webhook: claimed", "provider", provider, "event_id", ev.ID,
+		h.opts.Logger.DebugContext(ctx, "webhook: claimed", "provider", name, "event_id", ev.ID,
 			"type", ev.Type, "payment", ev.Payment != nil)
 	}
 	writeStatus(w, OutcomeClaimed)
 	return OutcomeClaimed
 }
 
-func (h *handler) rejectSignature(w http.ResponseWriter, r *http.Request, provider string, err error) string {
-	h.opts.Logger.WarnContext(r.Context(), "webhook: signature rejected", "provider", provider,
+func (h *handler) rejectSignature(w http.ResponseWriter, r *http.Request, name string, err error) string {
+	h.opts.Logger.WarnContext(r.Context(), "webhook: signature rejected", "provider", name,
 		"remote", r.RemoteAddr, "error", err)
 	switch {
-	case errors.Is(err, ErrStaleSignature):
+	case errors.Is(err, provider.ErrStaleSignature):
 		problem.Write(w, http.StatusBadRequest, "stale_signature", err.Error())
 		return OutcomeStale
-	case errors.Is(err, ErrMissingSignature):
+	case errors.Is(err, provider.ErrMissingSignature):
 		problem.Write(w, http.StatusBadRequest, "missing_signature", err.Error())
-	case errors.Is(err, ErrMalformedSignature):
+	case errors.Is(err, provider.ErrMalformedSignature):
 		problem.Write(w, http.StatusBadRequest, "malformed_signature", err.Error())
 	default:
 		problem.Write(w, http.StatusBadRequest, "bad_signature", "signature does not match")
