@@ -254,6 +254,44 @@ func TestContractEmptyListing(t *testing.T) {
 	})
 }
 
+// A listing longer than a page lists each event once, newest first, and
+// a page that fails is fetched again, not the whole listing: 250 events,
+// a later page failing twice, cost exactly two requests more than a clean
+// listing.
+func TestContractLongListing(t *testing.T) {
+	t.Parallel()
+	reg, fakes := registry(t)
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *providerfake.Server) {
+		if p.Available(provider.Listing) != nil {
+			return
+		}
+		now := time.Now()
+		for i := range 250 {
+			fake.AddEvent(p.Name(), devwebhook.CompletedEventAt(p.Name(), fmt.Sprintf("evt_%03d", i), int64(i+1), 999, "usd", now))
+		}
+		list := func(fail bool) ([]string, int) {
+			before, ids := fake.Requests(), []string{}
+			err := p.ListEvents(context.Background(), now.Add(-time.Hour), func(id string, _ []byte) error {
+				if ids = append(ids, id); fail && len(ids) == 1 {
+					fake.FailRequests(http.StatusServiceUnavailable, http.StatusInternalServerError)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			return ids, fake.Requests() - before
+		}
+		clean, requests := list(false)
+		require.Greater(t, requests, 1, "more than one page")
+		ids, retried := list(true)
+		require.Equal(t, clean, ids)
+		require.Len(t, ids, 250)
+		for i, id := range ids {
+			require.Equal(t, fmt.Sprintf("evt_%03d", 249-i), id, "newest first, each once")
+		}
+		require.Equal(t, requests+2, retried, "the failed page fetched again, nothing else")
+	})
+}
+
 // Without options a driver still reads events, and refuses everything
 // else as not configured, without a call.
 func TestContractNotConfigured(t *testing.T) {
