@@ -2,9 +2,7 @@ package fulfillment_test
 
 import (
 	"context"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,15 +15,13 @@ import (
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/testkit"
 	"github.com/fibe-dev/billing/wallet"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-var catalogue = map[string]fulfillment.SKU{
-	"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
-	"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
-}
+var catalogue = testkit.Catalogue()
 
 // startRiver starts the fulfilment and reversal workers on pool.
 func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
@@ -167,35 +163,16 @@ func tryReverse(pool *pgxpool.Pool, client *river.Client[pgx.Tx], a fulfillment.
 	return tx.Commit(ctx)
 }
 
-// waitKind waits until n jobs of kind exist and all are finalized.
+// waitKind waits until n jobs of kind were worked to their end, and returns
+// them in id order. A constraint violation fails at once (no retry mends
+// it), and so does any failed attempt of a reversal job: none of these
+// tests makes one fail on purpose.
 func waitKind(t *testing.T, pool *pgxpool.Pool, kind string, n int) []jobRow {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rows, err := pool.Query(context.Background(), `SELECT state::text, coalesce((SELECT array_agg(e->>'error')
-			FROM jsonb_array_elements(to_jsonb(errors)) e), '{}') FROM river_job WHERE kind = $1 ORDER BY id`, kind)
-		require.NoError(t, err)
-		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
-		require.NoError(t, err)
-		done := len(jobs) == n
-		for _, j := range jobs {
-			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
-			// A constraint violation (SQLSTATE class 23: a CHECK, a unique
-			// key) never passes on a retry: it is a bug, fail at once. So is
-			// any failed attempt of a reversal job: none of these tests
-			// makes one fail on purpose.
-			for _, e := range j.Errors {
-				if strings.Contains(e, "(SQLSTATE 23") || (kind == "reverse_payment" && j.State == "retryable") {
-					t.Fatalf("%s job failed, which no retry mends: %s", kind, e)
-				}
-			}
-		}
-		if done {
-			return jobs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s jobs not finalized in time: %+v (want %d)", kind, jobs, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	jobs := testkit.JobsOn(pool).Wait(t, testkit.Kind(kind), n, testkit.WaitOptions{Strict: kind == "reverse_payment"})
+	out := make([]jobRow, len(jobs))
+	for i, j := range jobs {
+		out[i] = jobRow{State: string(j.State), Errors: j.Errors}
 	}
+	return out
 }

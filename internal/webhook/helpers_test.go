@@ -21,6 +21,7 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
@@ -28,16 +29,14 @@ import (
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/testkit"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/wallet"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-var catalogue = map[string]fulfillment.SKU{
-	"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
-	"mana_5000": {Amount: 3999, Currency: "usd", Mana: 5000},
-}
+var catalogue = testkit.Catalogue()
 
 var secrets = map[string][]string{
 	"stripe": {"whsec_test_stripe"},
@@ -89,25 +88,7 @@ func intakes(secrets map[string][]string) map[string]webhook.Intake {
 
 func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	t.Helper()
-	workers := river.NewWorkers()
-	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
-	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 10}},
-		Workers:           workers,
-		FetchCooldown:     10 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
-		Logger:            discard,
-		TestOnly:          true,
-	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
-	return client
+	return fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{})
 }
 
 func (e *env) order(sku, provider string) *fulfillment.Order {
@@ -248,29 +229,18 @@ type jobRow struct {
 	Errors []string
 }
 
-// waitJobs waits until n fulfill_order jobs exist and all are finalized.
+// waitJobs waits until n fulfill_order jobs were worked to their end.
 func (e *env) waitJobs(n int) []jobRow {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rows, err := e.pool.Query(context.Background(), `SELECT state::text,
-			coalesce((SELECT array_agg(x->>'error') FROM jsonb_array_elements(to_jsonb(errors)) x), '{}')
-			FROM river_job WHERE kind = 'fulfill_order' ORDER BY id`)
-		require.NoError(e.t, err)
-		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
-		require.NoError(e.t, err)
-		done := len(jobs) == n
-		for _, j := range jobs {
-			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
-		}
-		if done {
-			return jobs
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("fulfill_order jobs not finalized in time: %+v (want %d)", jobs, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	return rows(testkit.Jobs(e.river).Wait(e.t, testkit.Kind("fulfill_order"), n, testkit.WaitOptions{}))
+}
+
+func rows(jobs []testkit.Job) []jobRow {
+	out := make([]jobRow, len(jobs))
+	for i, j := range jobs {
+		out[i] = jobRow{State: string(j.State), Errors: j.Errors}
 	}
+	return out
 }
 
 // requireClean runs the full audit: every invariant.

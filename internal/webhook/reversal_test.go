@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
+	"github.com/fibe-dev/billing/internal/testkit"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -34,33 +34,8 @@ func (e *env) waitEventJobs(kind, eventID string) []jobRow {
 // awaitEventJobs is waitEventJobs for any goroutine: it returns an error
 // instead of failing the test.
 func (e *env) awaitEventJobs(kind, eventID string) ([]jobRow, error) {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rows, err := e.pool.Query(context.Background(), `SELECT state::text,
-			coalesce((SELECT array_agg(x->>'error') FROM jsonb_array_elements(to_jsonb(errors)) x), '{}')
-			FROM river_job WHERE kind = $1 AND args->>'event_id' = $2 ORDER BY id`, kind, eventID)
-		if err != nil {
-			return nil, err
-		}
-		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
-		if err != nil {
-			return nil, err
-		}
-		done := len(jobs) > 0
-		for _, j := range jobs {
-			done = done && (j.State == "completed" || j.State == "cancelled" || j.State == "discarded")
-		}
-		if done {
-			return jobs, nil
-		}
-		if e.t.Failed() { // another permutation failed already: do not wait out every deadline
-			return nil, fmt.Errorf("%s jobs of event %s: stopped waiting, the test has failed", kind, eventID)
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s jobs of event %s not finalized in time: %+v", kind, eventID, jobs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	jobs, err := testkit.Jobs(e.river).Await(testkit.KindWithArg(kind, "event_id", eventID), 1, testkit.WaitOptions{})
+	return rows(jobs), err
 }
 
 // tryDeliver signs and posts body to srv, returning the answer's status
