@@ -22,6 +22,7 @@ import (
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/testkit"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -45,31 +46,13 @@ func mustLocation(name string) *time.Location {
 	return loc
 }
 
-// clock is the injected clock of a test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // env is one test's database, wallet, clock and enforcer service.
 type env struct {
 	t      *testing.T
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	wallet *wallet.Store
-	clock  *clock
+	clock  *testkit.Clock
 	tz     *time.Location
 	svc    *enforcer.Service
 	plans  map[string]enforcer.Plan
@@ -89,7 +72,7 @@ func newEnv(t *testing.T, n int, tz *time.Location, now time.Time) *env {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	e := &env{t: t, ctx: ctx, pool: pool, wallet: wallet.New(pool, wallet.Options{}), clock: &clock{t: now},
+	e := &env{t: t, ctx: ctx, pool: pool, wallet: wallet.New(pool, wallet.Options{}), clock: testkit.NewClock(now),
 		tz: tz, plans: enforcer.DefaultPlans()}
 	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100,
 		Complete: completeMode(t)})
@@ -199,26 +182,19 @@ type clientOpts struct {
 // client starts a River client on e's database, stopped at cleanup.
 func (e *env) client(o clientOpts) *river.Client[pgx.Tx] {
 	e.t.Helper()
-	cfg := &river.Config{ID: o.id, Logger: quiet, FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond}
 	workers := o.workers
 	if workers == nil && o.svc != nil {
 		workers = river.NewWorkers()
 		enforcer.AddWorkers(workers, o.svc)
 	}
-	if workers != nil {
-		cfg.Workers, cfg.PeriodicJobs = workers, o.periodic
-		cfg.Queues = map[string]river.QueueConfig{enforcer.QueueFunding: {MaxWorkers: cmp.Or(o.maxWorkers, 8)}, river.QueueDefault: {MaxWorkers: 2}}
+	if workers == nil { // insert-only
+		client, err := river.NewClient(riverpgxv5.New(e.pool), &river.Config{ID: o.id, Logger: quiet})
+		require.NoError(e.t, err)
+		return client
 	}
-	client, err := river.NewClient(riverpgxv5.New(e.pool), cfg)
-	require.NoError(e.t, err)
-	if workers != nil {
-		require.NoError(e.t, client.Start(e.ctx))
-		e.t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(e.t, client.Stop(ctx))
-		})
-	}
+	client, _ := testkit.StartRiver(e.t, e.pool, testkit.RiverOptions{ID: o.id, Workers: workers, PeriodicJobs: o.periodic,
+		FetchPollInterval: 50 * time.Millisecond,
+		Queues:            map[string]int{enforcer.QueueFunding: cmp.Or(o.maxWorkers, 8), river.QueueDefault: 2}})
 	return client
 }
 

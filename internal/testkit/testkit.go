@@ -68,6 +68,10 @@ type RiverOptions struct {
 	// Queues and their worker counts; nil is the fulfilment queue, 10 workers.
 	Queues       map[string]int
 	PeriodicJobs []*river.PeriodicJob
+	// ID names the client (River's Config.ID) when a test runs several.
+	ID string
+	// FetchPollInterval overrides the fast 20 ms poll.
+	FetchPollInterval time.Duration
 }
 
 // StartRiver starts a River client working opts' jobs on pool, polling
@@ -82,9 +86,12 @@ func StartRiver(t testing.TB, pool *pgxpool.Pool, opts RiverOptions) (*river.Cli
 	for q, n := range opts.Queues {
 		queues[q] = river.QueueConfig{MaxWorkers: n}
 	}
+	if opts.FetchPollInterval == 0 {
+		opts.FetchPollInterval = 20 * time.Millisecond
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues: queues, Workers: opts.Workers, PeriodicJobs: opts.PeriodicJobs,
-		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		ID: opts.ID, Queues: queues, Workers: opts.Workers, PeriodicJobs: opts.PeriodicJobs,
+		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: opts.FetchPollInterval,
 		Logger: Quiet, TestOnly: true,
 	})
 	require.NoError(t, err)
