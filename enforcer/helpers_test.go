@@ -66,12 +66,7 @@ func newEnv(t *testing.T, n int, tz *time.Location, now time.Time) *env {
 	ctx := context.Background()
 	require.NoError(t, conns.Acquire(ctx, int64(n)+1))
 	t.Cleanup(func() { conns.Release(int64(n) + 1) })
-	cfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = int32(n)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := testdb.NewPool(t, int32(n))
 	e := &env{t: t, ctx: ctx, pool: pool, wallet: wallet.New(pool, wallet.Options{}), clock: testkit.NewClock(now),
 		tz: tz, plans: enforcer.DefaultPlans()}
 	e.svc = enforcer.New(pool, e.wallet, enforcer.Options{TZ: tz, Now: e.clock.Now, Logger: quiet, BatchSize: 100,

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -241,12 +242,7 @@ func TestAuditWithNoSpareConnection(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, conns.Acquire(ctx, 2))
 	t.Cleanup(func() { conns.Release(2) })
-	cfg, err := pgxpool.ParseConfig(testdbURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := testdb.NewPool(t, 2)
 	seedLedger(t, pool)
 	held, err := pool.Acquire(ctx)
 	require.NoError(t, err)

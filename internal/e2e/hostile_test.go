@@ -104,13 +104,7 @@ type hostileActor struct {
 
 func newHostileEnv(t *testing.T) *hostileEnv {
 	t.Helper()
-	ctx := context.Background()
-	pcfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
-	require.NoError(t, err)
-	pcfg.MaxConns = 10
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := testdb.NewPool(t, 10)
 	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(),
 		Plans: enforcer.DefaultPlans(), StripeSecrets: []string{hostileSecret},
 		PaddleSecrets: []string{hostileSecret}, CreemSecrets: []string{hostileSecret}}

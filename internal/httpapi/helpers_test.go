@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/testkit"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -41,25 +41,13 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 
 var quiet = slog.New(slog.DiscardHandler)
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is a real server over a fresh database, with an optional River
 // worker sharing its clock.
 type env struct {
 	t       *testing.T
 	pool    *pgxpool.Pool
 	srv     *httptest.Server
-	clock   *clock
+	clock   *testkit.Clock
 	cfg     *config.Config
 	river   *jobs.Client
 	wallets *wallet.Store
@@ -74,19 +62,15 @@ func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
 // newEnvWith lets a test change the configuration before the server starts.
 func newEnvWith(t *testing.T, configure func(*config.Config), serverOpts ...func(*Options)) *env {
 	t.Helper()
-	pcfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
-	require.NoError(t, err)
-	pcfg.MaxConns = 30 // two parallel tests stay below the server's max_connections
-	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := testdb.NewPool(t, 30) // two parallel tests stay below the server's max_connections
 	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(), Plans: enforcer.DefaultPlans()}
 	fake := fakeProviders(t, cfg)
 	if configure != nil {
 		configure(cfg)
 	}
-	e := &env{t: t, pool: pool, cfg: cfg, clock: &clock{t: time.Now().UTC()}, fake: fake,
+	e := &env{t: t, pool: pool, cfg: cfg, clock: testkit.NewClock(time.Now().UTC()), fake: fake,
 		wallets: wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})}
+	var err error
 	e.river, err = jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
 	e.providers = providersOf(cfg)

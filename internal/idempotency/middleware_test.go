@@ -20,6 +20,7 @@ import (
 	"github.com/fibe-dev/billing/internal/idempotency"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/testkit"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -30,28 +31,16 @@ type fixture struct {
 	pool    *pgxpool.Pool
 	srv     *httptest.Server
 	mw      *idempotency.Middleware
-	clock   *clock
+	clock   *testkit.Clock
 	player  int64
 	calls   atomic.Int64
 	handler atomic.Pointer[idempotency.HandlerFunc]
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func newFixture(t *testing.T, opts idempotency.Options) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{pool: testdb.New(t), clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
+	f := &fixture{pool: testdb.New(t), clock: testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 	_, err := f.pool.Exec(ctx, `CREATE TABLE effects (id bigint GENERATED ALWAYS AS IDENTITY, player_id bigint, body text)`)
 	require.NoError(t, err)
 	p, _, err := players.Create(ctx, f.pool, "alice")

@@ -159,11 +159,26 @@ func NewURL(t testing.TB) string {
 // connections, so tests can race many goroutines each on its own connection).
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(NewURL(t))
+	return NewPool(t, 80)
+}
+
+// NewPool is New with a pool of at most maxConns connections: for tests of
+// what happens when connections run out, and for tests that run many
+// parallel copies of themselves under the server's max_connections.
+func NewPool(t testing.TB, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	return PoolOn(t, NewURL(t), maxConns)
+}
+
+// PoolOn opens a pool of at most maxConns connections on url, closed when
+// the test ends.
+func PoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 80
+	cfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
