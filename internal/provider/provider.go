@@ -55,8 +55,9 @@ type Provider interface {
 	// OpenCheckout opens the provider's hosted checkout for r.
 	OpenCheckout(ctx context.Context, r CheckoutRequest) (*Session, error)
 	// ListEvents calls fn with the id and body (the shape Parse reads) of
-	// each completed-payment event created since since; fn's error stops
-	// the listing and is returned.
+	// each event intake acts on (completed payments, refunds, disputes,
+	// chargebacks) created since since; fn's error stops the listing and
+	// is returned.
 	ListEvents(ctx context.Context, since time.Time, fn func(eventID string, body []byte) error) error
 	// Refund gives r's payment back and returns the provider's refund id.
 	Refund(ctx context.Context, r RefundRequest) (refundID string, err error)

@@ -110,6 +110,7 @@ func (s *Server) paddleEvents(w http.ResponseWriter, r *http.Request) {
 	evs := append([]json.RawMessage{}, s.events[Paddle]...)
 	s.mu.Unlock()
 	q := r.URL.Query()
+	evs = paddleOfTypes(evs, q["event_type"])
 	if q.Get("order_by") == "id[DESC]" {
 		slices.Reverse(evs)
 	}
@@ -142,6 +143,25 @@ func paddlePage(evs []json.RawMessage, after string, perPage int) ([]json.RawMes
 		return evs[:perPage], true
 	}
 	return evs, false
+}
+
+// paddleOfTypes keeps the events of the types asked for (each value may
+// list several, comma-separated); none asked for keeps every event.
+func paddleOfTypes(evs []json.RawMessage, asked []string) []json.RawMessage {
+	var types []string
+	for _, a := range asked {
+		types = append(types, strings.Split(a, ",")...)
+	}
+	if len(types) == 0 {
+		return evs
+	}
+	return slices.DeleteFunc(evs, func(ev json.RawMessage) bool {
+		var e struct {
+			EventType string `json:"event_type"`
+		}
+		_ = json.Unmarshal(ev, &e)
+		return !slices.Contains(types, e.EventType)
+	})
 }
 
 func paddleEventID(ev json.RawMessage) string {

@@ -1,5 +1,6 @@
-// Package reconcile recovers payments whose webhook never arrived: it lists
-// a provider's recent payment events through the provider's driver and
+// Package reconcile recovers payments, refunds and disputes whose webhook
+// never arrived: it lists a provider's recent events of the kinds intake
+// acts on through the provider's driver and
 // feeds each one not yet in webhook_events through the same claim as a
 // webhook delivery (webhook.Claimer), so claim-once holds whichever arrives
 // first.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,8 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/provider"
@@ -28,6 +31,7 @@ import (
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/reconcile"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/testkit"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -364,4 +368,33 @@ func TestRescuedRunRecoversSoon(t *testing.T) {
 		return state == "completed"
 	}, 30*time.Second, 100*time.Millisecond, "the orphaned run is rescued and completes")
 	require.Equal(t, 2, attempt, "rescued once, then run")
+}
+
+// TestLostRefundIsRecovered: a refund whose webhook never came is claimed
+// by the next reconciliation and clawed back, once, like a payment's.
+func TestLostRefundIsRecovered(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"stripe", "paddle"} {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			o, _, body := e.paid(p)
+			status, err := e.deliver(p, body)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, status)
+			e.waitFulfilled(o.ID)
+			refund := fmt.Sprintf("evt_refund_%s_%d", p, o.ID)
+			e.fake.AddEvent(p, devwebhook.ReversalEvent(p, refund, devwebhook.OrderPaymentID(p, strconv.FormatInt(o.ID, 10)),
+				"rf_"+refund, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 500, o.Currency))
+
+			sum := e.run(p, false)
+			require.Equal(t, 1, sum.Recovered, "the refund")
+			require.Equal(t, 1, sum.AlreadyClaimed, "the payment")
+			testkit.JobsOn(e.pool).Wait(t, testkit.KindWithArg("reverse_payment", "event_id", refund), 1,
+				testkit.WaitOptions{Strict: true})
+			require.EqualValues(t, 1000-501, e.mana())
+			require.Zero(t, e.run(p, false).Recovered)
+			audittest.RequireClean(t, e.pool, audit.Options{})
+		})
+	}
 }

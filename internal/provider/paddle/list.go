@@ -11,7 +11,8 @@ import (
 	"github.com/fibe-dev/billing/internal/provider"
 )
 
-// ListEvents implements provider.Provider: transaction.completed events
+// ListEvents implements provider.Provider: the events intake acts on
+// (transaction.completed, and the adjustments that refund or charge back)
 // through the events API, newest first, until one older than since. Each
 // page is fetched through the policy: the SDK's collection fetches a page
 // when its iteration reaches it, and a failed fetch leaves the collection
@@ -19,7 +20,7 @@ import (
 func (d *Driver) ListEvents(ctx context.Context, since time.Time, fn func(string, []byte) error) error {
 	list, err := provider.Call(ctx, d.policy, provider.OpListEvents, func(ctx context.Context) (*paddleapi.Collection[paddleapi.Event], error) {
 		return d.sdk.ListEvents(ctx, &paddleapi.ListEventsRequest{
-			EventType: []string{EventTransactionCompleted},
+			EventType: []string{EventTransactionCompleted, EventAdjustmentCreated, EventAdjustmentUpdated},
 			OrderBy:   paddleapi.PtrTo("id[DESC]"),
 			PerPage:   paddleapi.PtrTo(200),
 		})

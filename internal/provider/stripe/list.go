@@ -16,8 +16,9 @@ import (
 const pageSize = 100
 
 // ListEvents implements provider.Provider: the Events API, filtered to
-// the completed-payment types intake fulfils, newest first, one page per
-// policy call (so a failed page is retried, not the whole listing).
+// the types intake acts on (completed payments, refunds, disputes), newest
+// first, one page per policy call (so a failed page is retried, not the
+// whole listing).
 func (d *Driver) ListEvents(ctx context.Context, since time.Time, fn func(string, []byte) error) error {
 	after := ""
 	for {
@@ -46,7 +47,8 @@ func (d *Driver) eventsPage(ctx context.Context, since time.Time, after string) 
 	return provider.Call(ctx, d.policy, provider.OpListEvents, func(ctx context.Context) ([]*stripeapi.Event, error) {
 		params := &stripeapi.EventListParams{
 			CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix()},
-			Types:        stripeapi.StringSlice([]string{EventCheckoutCompleted, EventAsyncPaymentSucceeded}),
+			Types: stripeapi.StringSlice([]string{EventCheckoutCompleted, EventAsyncPaymentSucceeded,
+				EventChargeRefunded, EventDisputeCreated, EventDisputeClosed}),
 		}
 		params.Limit = stripeapi.Int64(pageSize)
 		params.Single = true
