@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -129,7 +130,7 @@ func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
 	if err := s.completeJobs(ctx, tx, plans); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := durable.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("enforcer: commit batch: %w", err)
 	}
 	fundBatchSize.Observe(float64(len(plans)))

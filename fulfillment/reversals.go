@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
 
+	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -165,7 +166,7 @@ func (w *ReverseWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[Re
 		if err := completeAndCommit(ctx, tx, job, what); err != nil {
 			return OutcomeError, err
 		}
-	} else if err := tx.Commit(ctx); err != nil {
+	} else if err := durable.Commit(ctx, tx); err != nil {
 		return OutcomeError, fmt.Errorf("fulfillment: commit %s: %w", what, err)
 	}
 	ev.report(func(msg string, args ...any) { w.logger.WarnContext(ctx, msg, args...) })
@@ -343,7 +344,7 @@ func (w *ReverseWorker) decidePayment(ctx context.Context, provider, paymentID s
 	if err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := durable.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("fulfillment: commit decisions of payment %d: %w", p.ID, err)
 	}
 	ev.report(func(msg string, args ...any) { w.logger.WarnContext(ctx, msg, args...) })

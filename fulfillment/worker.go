@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -207,7 +208,7 @@ func commitVerdict(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrderAr
 	if v.complete {
 		return completeAndCommit(ctx, tx, job, what)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := durable.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("fulfillment: commit %s: %w", what, err)
 	}
 	return nil
@@ -346,7 +347,7 @@ func completeAndCommit[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *riv
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("fulfillment: complete job %d: %w", job.ID, err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := durable.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("fulfillment: commit %s: %w", what, err)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/fibe-dev/billing/internal/durable"
 )
 
 // AdjustParams describe an operator's manual correction.
@@ -45,5 +47,5 @@ func (s *Store) Adjust(ctx context.Context, p AdjustParams) (*Transaction, error
 	if err != nil {
 		return nil, err
 	}
-	return t, tx.Commit(ctx)
+	return t, durable.Commit(ctx, tx)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/durable"
 )
 
 var debtsOpened = promauto.NewCounter(prometheus.CounterOpts{
@@ -256,7 +257,7 @@ func (s *Store) ForgiveDebt(ctx context.Context, playerID int64, key, reason str
 	if err != nil {
 		return nil, err
 	}
-	return f, tx.Commit(ctx)
+	return f, durable.Commit(ctx, tx)
 }
 
 func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key, reason string) (*Forgiveness, error) {

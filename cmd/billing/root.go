@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
@@ -64,10 +65,13 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 			}
 		}
 	}
+	h := telemetry.LogHandler(slog.NewJSONHandler(w, nil))
 	if format == "text" {
-		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, nil)))
+		h = telemetry.LogHandler(slog.NewTextHandler(w, nil))
 	}
-	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, nil)))
+	// The database's own events (internal/durable) log through the default.
+	slog.SetDefault(slog.New(h))
+	return slog.New(h)
 }
 
 // openPool connects to the database and checks it answers.
@@ -80,6 +84,7 @@ func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, e
 		pcfg.MaxConns = maxConns
 	}
 	pcfg.ConnConfig.Tracer = telemetry.QueryTracer()
+	durable.Configure(pcfg, nil)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

@@ -99,10 +99,14 @@ func stateOf(c *pgconn.PgConn) *connState {
 // Configure makes cfg's connections report cancelled synchronous waits to
 // Commit and Do, close themselves on a read-only node, and bound connects
 // and pings (DefaultConnectTimeout, DefaultPingTimeout) unless cfg already
-// does. logger receives one line per event; nil is slog.Default().
+// does. logger receives one line per event; nil is slog.Default() at the
+// time of the event.
 func Configure(cfg *pgxpool.Config, logger *slog.Logger) {
-	if logger == nil {
-		logger = slog.Default()
+	log := func() *slog.Logger {
+		if logger != nil {
+			return logger
+		}
+		return slog.Default()
 	}
 	cc := &cfg.ConnConfig.Config
 	prevNotice, prevErr := cc.OnNotice, cc.OnPgError
@@ -111,7 +115,7 @@ func Configure(cfg *pgxpool.Config, logger *slog.Logger) {
 			st := stateOf(c)
 			st.cancelled.Store(st.commits.Load())
 			notDurableTotal.Inc()
-			logger.Warn("database: a commit's wait for the synchronous standby was cancelled; it is not acknowledged",
+			log().Warn("database: a commit's wait for the synchronous standby was cancelled; it is not acknowledged",
 				"server", serverOf(c), "notice", n.Message)
 		}
 		if prevNotice != nil {
@@ -121,7 +125,7 @@ func Configure(cfg *pgxpool.Config, logger *slog.Logger) {
 	cc.OnPgError = func(c *pgconn.PgConn, pgErr *pgconn.PgError) bool {
 		if pgErr.Code == readOnlyState {
 			readOnlyClosedTotal.Inc()
-			logger.Warn("database: connection reached a read-only node; closing it so the pool reconnects to the primary",
+			log().Warn("database: connection reached a read-only node; closing it so the pool reconnects to the primary",
 				"server", serverOf(c), "error", pgErr.Message)
 			return false
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/idempotency"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/playground"
@@ -48,6 +49,7 @@ const (
 	CodeHeadersTooLarge       = "headers_too_large"
 	CodeTimeout               = "timeout"
 	CodeOutstandingDebt       = "outstanding_debt"
+	CodeNotDurable            = "not_durable"
 )
 
 // inUseRetryAfter is the Retry-After of a 409 idempotency_key_in_use: the
@@ -142,6 +144,11 @@ func statusOf(err error) (status int, code, detail string) {
 		return http.StatusInternalServerError, CodeCheckoutMisconfigured, "this SKU is misconfigured at the payment provider; nothing was charged"
 	case errors.Is(err, fulfillment.ErrCheckoutKeyReused):
 		return http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "this Idempotency-Key was used for a different request"
+	case errors.Is(err, durable.ErrNotDurable):
+		// Applied on the primary, unconfirmed by its standby: the retry
+		// replays it, or runs it again if a failover lost it.
+		return http.StatusServiceUnavailable, CodeNotDurable,
+			"the database could not confirm the write on its standby; retry with the same Idempotency-Key after Retry-After"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, CodeTimeout, "the request took too long"
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/problem"
 )
 
@@ -242,7 +243,7 @@ func (m *Middleware) runTx(ctx context.Context, r *http.Request, h HandlerFunc, 
 			return nil, err
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := durable.Commit(ctx, tx); err != nil {
 		return nil, fmt.Errorf("idempotency: commit: %w", err)
 	}
 	return resp, nil
@@ -308,6 +309,8 @@ func defaultWriteError(w http.ResponseWriter, _ *http.Request, err error) {
 		status, code = http.StatusRequestTimeout, "body_timeout"
 	case errors.Is(err, ErrBodyIncomplete):
 		status, code = http.StatusBadRequest, "incomplete_body"
+	case errors.Is(err, durable.ErrNotDurable):
+		status, code = http.StatusServiceUnavailable, "not_durable"
 	}
 	problem.Write(w, status, code, err.Error())
 }

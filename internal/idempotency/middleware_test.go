@@ -185,6 +185,11 @@ func TestConcurrentSameKeyRunsOnce(t *testing.T) {
 	require.True(t, again.replayed)
 	require.Equal(t, body, again.body)
 	require.Equal(t, 1, f.effects(t))
+	// Each replay wrote its count before it was answered.
+	var replays int
+	require.NoError(t, f.pool.QueryRow(context.Background(),
+		`SELECT replays FROM idempotency_keys WHERE key = 'same-key'`).Scan(&replays))
+	require.Equal(t, replayed+1, replays)
 }
 
 func TestKeyReusedWithOtherRequestIs422(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+
+	"github.com/fibe-dev/billing/internal/durable"
 )
 
 // WrapOutsideTx is Wrap for a handler that must not run inside a
@@ -58,7 +60,7 @@ func (m *Middleware) complete(ctx context.Context, claim *Claim, resp *Response)
 	if err := m.store.Complete(ctx, tx, claim, resp, m.opts.Now()); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := durable.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("idempotency: commit: %w", err)
 	}
 	return nil

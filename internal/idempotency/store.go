@@ -40,6 +40,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fibe-dev/billing/internal/durable"
 )
 
 const (
@@ -199,6 +201,10 @@ func (s *Store) decide(ctx context.Context, row *keyRow, playerID int64, key str
 				return nil, false, fmt.Errorf("idempotency: stored headers: %w", err)
 			}
 		}
+		counted, err := s.countReplay(ctx, row.id)
+		if err != nil || !counted {
+			return nil, !counted && err == nil, err
+		}
 		return &Lookup{Replay: &row.resp}, false, nil
 	}
 	if !stale {
@@ -209,6 +215,26 @@ func (s *Store) decide(ctx context.Context, row *keyRow, playerID int64, key str
 		return &Lookup{Claim: claim}, false, err
 	}
 	return nil, true, nil
+}
+
+// countReplay counts a replay on the key's row before it is answered.
+// The stored response may have been committed on a primary that no
+// synchronous standby confirmed (its wait cancelled, or a primary since
+// replaced): only a write whose own commit a standby confirms proves the
+// row it follows in the WAL survives a failover, so the replay is
+// answered only after this one is (durable.ErrNotDurable otherwise).
+// false means the row is gone (expired meanwhile): look again.
+func (s *Store) countReplay(ctx context.Context, id int64) (bool, error) {
+	var n int64
+	err := durable.Do(ctx, s.pool, func(conn *pgxpool.Conn) error {
+		tag, err := conn.Exec(ctx, `UPDATE idempotency_keys SET replays = replays + 1 WHERE id = $1 AND status = 'completed'`, id)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("idempotency: count replay: %w", err)
+	}
+	return n == 1, nil
 }
 
 func (s *Store) read(ctx context.Context, playerID int64, key string) (*keyRow, error) {

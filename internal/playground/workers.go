@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/durable"
 )
 
 // CreateArgs moves a new playground to running.
@@ -125,7 +126,7 @@ func work[T river.JobArgs](ctx context.Context, opts WorkerOptions, job *river.J
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("playground: complete job: %w", err)
 	}
-	return tx.Commit(ctx)
+	return durable.Commit(ctx, tx)
 }
 
 func cancelIfNotFound(err error, id int64) error {

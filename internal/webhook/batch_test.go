@@ -135,6 +135,10 @@ func TestConcurrentDeliveriesShareBatches(t *testing.T) {
 	require.Equal(t, events, e.events())
 	require.Equal(t, events, e.jobs())
 	require.Equal(t, events, e.jobEventIDs())
+	// Every duplicate is counted on its event's row, those answered from
+	// within the claiming batch as well as those of later batches.
+	require.Equal(t, events, e.count(`SELECT count(*) FROM webhook_events WHERE duplicate_deliveries = $1
+		AND last_delivery_at >= claimed_at`, copies-1))
 
 	sizes := g.sizes()
 	total := 0

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
@@ -62,7 +64,8 @@ func (h *handler) claim(ctx context.Context, ev *Event, body []byte) (bool, erro
 // the batch is claimed, and the won payments enqueued, in one transaction
 // (see commitBatch). When that fails, each delivery is retried alone with
 // claimOne, so one poison delivery fails only itself; the batch-level
-// error is therefore always nil.
+// error is therefore always nil. A commit no standby confirmed
+// (durable.ErrNotDurable) fails every delivery of the batch instead.
 func (h *handler) claimBatch(ctx context.Context, reqs []claimReq) ([]bool, []error, error) {
 	if h.opts.hooks.batch != nil {
 		h.opts.hooks.batch(eventIDs(reqs))
@@ -70,6 +73,14 @@ func (h *handler) claimBatch(ctx context.Context, reqs []claimReq) ([]bool, []er
 	won, errs := make([]bool, len(reqs)), make([]error, len(reqs))
 	cands := candidates(reqs)
 	claimed, err := h.commitBatch(ctx, reqs, cands)
+	if errors.Is(err, durable.ErrNotDurable) {
+		// Not one delivery's fault: the primary has no standby confirming
+		// commits now, and each retried alone would only wait the same way.
+		for i := range errs {
+			errs[i] = err
+		}
+		return won, errs, nil
+	}
 	if err != nil {
 		h.opts.Logger.Warn("webhook: batch claim failed, retrying its deliveries one by one",
 			"deliveries", len(reqs), "error", err)
@@ -114,11 +125,17 @@ func (h *handler) claimEach(ctx context.Context, reqs []claimReq, won []bool, er
 	wg.Wait()
 }
 
+// claimSQL claims one delivery. A delivery of an event already claimed
+// counts itself on the claim's row (duplicate_deliveries): that write is
+// what makes even a duplicate's answer wait for the synchronous standby,
+// so a 2xx never rests on a claim committed only on a primary since lost.
+// xmax = 0 tells an inserted row (this delivery won) from an updated one.
 const claimSQL = `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount, paid_currency,
 	payload, claimed_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING id`
+ON CONFLICT (provider, event_id) DO UPDATE
+	SET duplicate_deliveries = webhook_events.duplicate_deliveries + 1, last_delivery_at = EXCLUDED.claimed_at
+RETURNING xmax = 0`
 
 // claimOne is the single-delivery path, the fallback and the reference of
 // a batch: it inserts the event row and, for a won completed payment, its
@@ -134,7 +151,12 @@ func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
 	job := jobArgs(ev)
 	if job == nil {
 		// Nothing else to commit with it: a single autocommit statement.
-		return claimed(h.opts.Pool.QueryRow(ctx, claimSQL, args...))
+		var won bool
+		err := durable.Do(ctx, h.opts.Pool, func(conn *pgxpool.Conn) (err error) {
+			won, err = claimed(conn.QueryRow(ctx, claimSQL, args...))
+			return err
+		})
+		return won, err
 	}
 	tx, err := h.opts.Pool.Begin(ctx)
 	if err != nil {
@@ -142,28 +164,28 @@ func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	won, err := claimed(tx.QueryRow(ctx, claimSQL, args...))
-	if err != nil || !won {
+	if err != nil {
 		return false, err
 	}
-	if _, err = h.opts.River.InsertTx(ctx, tx, job, &river.InsertOpts{Metadata: r.meta}); err != nil {
-		return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
+	if won {
+		if _, err = h.opts.River.InsertTx(ctx, tx, job, &river.InsertOpts{Metadata: r.meta}); err != nil {
+			return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
+		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// A duplicate commits its count too: see claimSQL.
+	if err := durable.Commit(ctx, tx); err != nil {
 		return false, fmt.Errorf("webhook: commit claim: %w", err)
 	}
-	return true, nil
+	return won, nil
 }
 
+// claimed reads claimSQL's answer: whether this delivery inserted the row.
 func claimed(row pgx.Row) (bool, error) {
-	var id int64
-	err := row.Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // another delivery holds the claim
-	}
-	if err != nil {
+	var won bool
+	if err := row.Scan(&won); err != nil {
 		return false, fmt.Errorf("webhook: claim: %w", err)
 	}
-	return true, nil
+	return won, nil
 }
 
 // orderID is the order a payment event names, 0 for other events.

@@ -162,6 +162,9 @@ func TestConcurrentDuplicateDeliveries(t *testing.T) {
 			require.Equal(t, "duplicate", a.status())
 			require.Equal(t, 1, e.jobs())
 			require.Equal(t, o.Mana, e.mana())
+			// Each duplicate wrote its count on the claim's row (the write
+			// whose commit waits for the synchronous standby).
+			require.Equal(t, 10, e.count(`SELECT duplicate_deliveries::int FROM webhook_events WHERE last_delivery_at IS NOT NULL`))
 			e.requireClean()
 		})
 	}
@@ -402,6 +405,7 @@ func TestUnhandledEventClaimedWithoutJob(t *testing.T) {
 	}
 	require.Equal(t, "claimed", e.deliver("stripe", unpaid).status())
 	require.Equal(t, 4, e.events())
+	require.Equal(t, 3, e.count(`SELECT sum(duplicate_deliveries)::int FROM webhook_events`))
 	require.Zero(t, e.jobs())
 	require.Equal(t, fulfillment.StatusPending, e.orderStatus(o.ID).Status)
 	e.requireClean()

@@ -39,12 +39,19 @@ const AbsentStandby = "billing_absent_standby"
 // test is skipped.
 func StrandedPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return Strand(t, testdb.NewURL(t))
+}
+
+// Strand is StrandedPool on the existing test database at url: a second
+// pool beside the test's own, whose commits wait where the test's do not.
+func Strand(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
 	if os.Getenv("BILLING_TEST_DATABASE_URL") != "" {
 		t.Skip("durabletest changes synchronous_standby_names cluster-wide: not on a shared BILLING_TEST_DATABASE_URL server")
 	}
 	ctx := context.Background()
 	requireAbsentStandby(t, ctx)
-	cfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
