@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
@@ -67,7 +68,7 @@ type Server struct {
 	db       string
 	binaries string // directory holding bin/pg_ctl (the root wrappers when root)
 	dataDir  string
-	watchdog *watchdog
+	watchdog *procs.Watchdog
 	lock     *instancelock.Lock
 }
 
@@ -249,7 +250,7 @@ func start(opts Options, binaries string, version embeddedpostgres.PostgresVersi
 		return nil, err
 	}
 	if err := s.pg.Start(); err != nil {
-		s.watchdog.finish(false)
+		s.watchdog.Finish(false)
 		return nil, fmt.Errorf("pglocal: start PostgreSQL in %s: %w", opts.Dir, err)
 	}
 	return s, nil
@@ -277,7 +278,7 @@ func (s *Server) Port() int { return s.port }
 // Stop shuts the cluster down (fast mode) and waits for it.
 func (s *Server) Stop() error {
 	err := s.pg.Stop()
-	s.watchdog.finish(err == nil)
+	s.watchdog.Finish(err == nil)
 	s.lock.Release()
 	return err
 }
@@ -322,18 +323,11 @@ func serverVersion(binaries string) (embeddedpostgres.PostgresVersion, error) {
 // able to create data/ and read the password file embedded-postgres writes
 // into run/ as root.
 func rootWrappers(dir, binaries string) (string, error) {
-	pgUser, err := user.Lookup("postgres")
+	cred, err := ForPostgres(dir)
 	if err != nil {
-		return "", fmt.Errorf("pglocal: running as root needs the `postgres` system user (apt-get install -y postgresql): %w", err)
-	}
-	uid, _ := strconv.Atoi(pgUser.Uid)
-	gid, _ := strconv.Atoi(pgUser.Gid)
-	if err := chownTree(dir, uid, gid); err != nil {
 		return "", err
 	}
-	if err := parentsTraversable(dir); err != nil {
-		return "", err
-	}
+	uid, gid := cred.Uid, cred.Gid
 	wrapDir := filepath.Join(dir, "pgbin")
 	if err := os.MkdirAll(filepath.Join(wrapDir, "bin"), 0o755); err != nil {
 		return "", err
@@ -349,6 +343,30 @@ func rootWrappers(dir, binaries string) (string, error) {
 		}
 	}
 	return wrapDir, nil
+}
+
+// ForPostgres prepares dir for PostgreSQL's programs, which refuse to run
+// as root: when this process is root, it hands dir (but a pgbin/ inside)
+// to the `postgres` system user, makes every directory above it
+// traversable by that user, and returns the credential to run those
+// programs with. Not root, it does nothing and returns nil.
+func ForPostgres(dir string) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	pgUser, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: running as root needs the `postgres` system user (apt-get install -y postgresql): %w", err)
+	}
+	uid, _ := strconv.Atoi(pgUser.Uid)
+	gid, _ := strconv.Atoi(pgUser.Gid)
+	if err := chownTree(dir, uid, gid); err != nil {
+		return nil, err
+	}
+	if err := parentsTraversable(dir); err != nil {
+		return nil, err
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 func chownTree(dir string, uid, gid int) error {

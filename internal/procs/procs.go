@@ -29,6 +29,7 @@ type Proc struct {
 
 	mu      sync.Mutex
 	env     []string
+	attr    *syscall.SysProcAttr // OwnGroup
 	cmd     *exec.Cmd
 	done    chan struct{}
 	exitErr error
@@ -63,6 +64,7 @@ func (p *Proc) Start() error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.logw, p.logw
+	cmd.SysProcAttr = p.attr
 	// A grandchild that inherited the output pipe must not keep Wait (and
 	// so Running) from seeing the process itself exit.
 	cmd.WaitDelay = 2 * time.Second
@@ -133,13 +135,17 @@ func (p *Proc) Kill() { p.signalAndWait(syscall.SIGKILL, time.Minute) }
 // Stop sends SIGTERM (a graceful shutdown) and waits up to d; see StopWith.
 func (p *Proc) Stop(d time.Duration) error { return p.StopWith(syscall.SIGTERM, d) }
 
+// ErrNotStopped means a process did not exit in time after the signal
+// that asked it to, and was killed.
+var ErrNotStopped = errors.New("killed")
+
 // StopWith sends sig and waits up to d for the process to exit, then
 // returns its exit error. A process still alive after d is killed, and
-// that is an error: it did not shut down.
+// that is an error (ErrNotStopped): it did not shut down.
 func (p *Proc) StopWith(sig os.Signal, d time.Duration) error {
 	if !p.signalAndWait(sig, d) {
 		p.Kill()
-		return fmt.Errorf("procs: %s did not exit within %v of %v", p.Name, d, sig)
+		return fmt.Errorf("procs: %s did not exit within %v of %v: %w", p.Name, d, sig, ErrNotStopped)
 	}
 	return p.ExitErr()
 }

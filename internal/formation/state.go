@@ -1,0 +1,251 @@
+package formation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Timeouts are how fast the formation notices a lost node and replaces a
+// lost primary: the monitor's health checks (pgautofailover.* settings)
+// and the keepers' network partition timeout.
+type Timeouts struct {
+	HealthCheckPeriod     time.Duration // pgautofailover.health_check_period
+	HealthCheckTimeout    time.Duration // pgautofailover.health_check_timeout (connect timeout)
+	HealthCheckMaxRetries int           // pgautofailover.health_check_max_retries
+	HealthCheckRetryDelay time.Duration // pgautofailover.health_check_retry_delay
+	NodeUnhealthy         time.Duration // pgautofailover.node_considered_unhealthy_timeout
+	PrimaryDemote         time.Duration // pgautofailover.primary_demote_timeout
+	// NetworkPartition is the keepers' timeout.network_partition_timeout:
+	// a primary that reaches neither the monitor nor any standby for this
+	// long stops itself. PrimaryDemote must exceed it, so that a primary
+	// cut off from the others is down before a standby is promoted.
+	NetworkPartition time.Duration
+}
+
+// DefaultTimeouts are pg_auto_failover's own (2.0): a lost primary is
+// replaced about a minute after it dies.
+var DefaultTimeouts = Timeouts{
+	HealthCheckPeriod: 5 * time.Second, HealthCheckTimeout: 5 * time.Second, HealthCheckMaxRetries: 2,
+	HealthCheckRetryDelay: 2 * time.Second, NodeUnhealthy: 20 * time.Second, PrimaryDemote: 30 * time.Second,
+	NetworkPartition: 20 * time.Second,
+}
+
+// TestTimeouts replace a lost primary in about ten seconds, for tests and
+// local trials. They keep the order that matters (PrimaryDemote above
+// NetworkPartition) and leave health checks room for a loaded 2-core
+// machine: a connect that takes more than two seconds, twice in a row,
+// would be a false failover.
+var TestTimeouts = Timeouts{
+	HealthCheckPeriod: time.Second, HealthCheckTimeout: 2 * time.Second, HealthCheckMaxRetries: 2,
+	HealthCheckRetryDelay: 500 * time.Millisecond, NodeUnhealthy: 3 * time.Second, PrimaryDemote: 6 * time.Second,
+	NetworkPartition: 4 * time.Second,
+}
+
+// applyToMonitor sets the monitor's settings (ALTER SYSTEM, reload).
+func (t Timeouts) applyToMonitor(ctx context.Context, adminURL string) error {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	return execAll(ctx, adminURL,
+		fmt.Sprintf(`ALTER SYSTEM SET pgautofailover.health_check_period = %d`, ms(t.HealthCheckPeriod)),
+		fmt.Sprintf(`ALTER SYSTEM SET pgautofailover.health_check_timeout = %d`, ms(t.HealthCheckTimeout)),
+		fmt.Sprintf(`ALTER SYSTEM SET pgautofailover.health_check_max_retries = %d`, t.HealthCheckMaxRetries),
+		fmt.Sprintf(`ALTER SYSTEM SET pgautofailover.health_check_retry_delay = %d`, ms(t.HealthCheckRetryDelay)),
+		fmt.Sprintf(`ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = %d`, ms(t.NodeUnhealthy)),
+		fmt.Sprintf(`ALTER SYSTEM SET pgautofailover.primary_demote_timeout = %d`, ms(t.PrimaryDemote)))
+}
+
+// State is one data node as the monitor sees it.
+type State struct {
+	Name     string
+	Port     int
+	Reported string // the state the keeper last reported (primary, secondary, ...)
+	Goal     string // the state the monitor assigned
+	Healthy  bool
+}
+
+func (s State) String() string {
+	return fmt.Sprintf("%s %s/%s healthy=%t", s.Name, s.Reported, s.Goal, s.Healthy)
+}
+
+// States is the monitor's view of the data nodes, by name.
+func (f *Formation) States(ctx context.Context) ([]State, error) {
+	conn, err := pgx.Connect(ctx, f.MonitorURL())
+	if err != nil {
+		return nil, fmt.Errorf("formation: monitor: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT nodename, nodeport, reportedstate::text, goalstate::text, health = 1
+		FROM pgautofailover.node WHERE formationid = 'default' ORDER BY nodename`)
+	if err != nil {
+		return nil, fmt.Errorf("formation: monitor: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (State, error) {
+		var s State
+		err := r.Scan(&s.Name, &s.Port, &s.Reported, &s.Goal, &s.Healthy)
+		return s, err
+	})
+}
+
+// Node returns the data node called name.
+func (f *Formation) Node(name string) *Node {
+	for _, n := range f.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Primary is the node the monitor has as primary (reported and assigned),
+// nil when there is none right now (a failover in progress).
+func (f *Formation) Primary(ctx context.Context) (*Node, error) {
+	states, err := f.States(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range states {
+		if s.Reported == "primary" && s.Goal == "primary" {
+			return f.Node(s.Name), nil
+		}
+	}
+	return nil, nil
+}
+
+// Standbys are the data nodes the monitor has as secondaries.
+func (f *Formation) Standbys(ctx context.Context) ([]*Node, error) {
+	states, err := f.States(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Node
+	for _, s := range states {
+		if s.Reported == "secondary" && s.Goal == "secondary" {
+			out = append(out, f.Node(s.Name))
+		}
+	}
+	return out, nil
+}
+
+// WaitPrimary waits for a primary other than old (nil: any) and returns it.
+func (f *Formation) WaitPrimary(ctx context.Context, old *Node) (*Node, error) {
+	var found *Node
+	err := f.waitState(ctx, "a new primary", func(states []State) bool {
+		for _, s := range states {
+			if s.Reported == "primary" && s.Goal == "primary" && (old == nil || s.Name != old.Name) {
+				found = f.Node(s.Name)
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}
+
+// WaitHealthy waits until every data node is back in service: one
+// primary, the others its secondaries. Meanwhile it runs CHECKPOINT on
+// the primary every second: a standby's base backup, and pg_rewind of a
+// former primary, wait for the primary's next checkpoint, which would
+// otherwise come only with checkpoint_timeout.
+func (f *Formation) WaitHealthy(ctx context.Context) error {
+	return f.waitState(ctx, "one primary and two secondaries", func(states []State) bool {
+		primaries, secondaries := 0, 0
+		for _, s := range states {
+			switch {
+			case s.Reported == "primary" && s.Goal == "primary":
+				primaries++
+			case s.Reported == "secondary" && s.Goal == "secondary":
+				secondaries++
+			}
+		}
+		if primaries == 1 && secondaries == len(f.nodes)-1 && len(states) == len(f.nodes) {
+			return true
+		}
+		f.checkpoint(ctx, states)
+		return false
+	})
+}
+
+// checkpoint runs CHECKPOINT on whichever node reports itself primary
+// (or runs alone), at most once a second.
+func (f *Formation) checkpoint(ctx context.Context, states []State) {
+	if time.Since(f.lastCheckpoint) < time.Second {
+		return
+	}
+	f.lastCheckpoint = time.Now()
+	for _, s := range states {
+		if !slices.Contains([]string{"primary", "wait_primary", "single"}, s.Reported) {
+			continue
+		}
+		if n := f.Node(s.Name); n != nil {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = execAll(cctx, n.AdminURL(), `CHECKPOINT`)
+			cancel()
+		}
+	}
+}
+
+// waitState polls the monitor every 100 ms until done holds; what names
+// the wait in the error, which carries the last states seen.
+func (f *Formation) waitState(ctx context.Context, what string, done func([]State) bool) error {
+	var last []State
+	var lastErr error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		states, err := f.States(cctx)
+		cancel()
+		if err == nil {
+			last = states
+			if done(states) {
+				return nil
+			}
+		} else {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			var desc []string
+			for _, s := range last {
+				desc = append(desc, s.String())
+			}
+			return fmt.Errorf("formation: waiting for %s: %w (last states: %s; last error: %v; logs in %s)",
+				what, ctx.Err(), strings.Join(desc, ", "), lastErr, f.opts.Dir)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// watchdogScript is the formation's procs.Watchdog. Each node's launch
+// tells it "group <pid>"; on "stopped" it exits; on EOF (the starter died)
+// it stops each group, then SIGKILLs it with every descendant of its
+// leader (PostgreSQL's server processes leave the group), and removes $1
+// when set.
+const watchdogScript = `groups=""
+while IFS= read -r l; do
+  case "$l" in
+    stopped) exit 0 ;;
+    "group "*) groups="$groups ${l#group }" ;;
+  esac
+done
+tree() {
+  all=$1; frontier=$1
+  while [ -n "$frontier" ]; do
+    next=""
+    for s in /proc/[0-9]*/stat; do
+      read -r pid rest < "$s" 2>/dev/null || continue
+      ppid=${rest##*) }; ppid=${ppid#* }; ppid=${ppid%% *}
+      for p in $frontier; do [ "$ppid" = "$p" ] && next="$next $pid"; done
+    done
+    all="$all $next"; frontier=$next
+  done
+  echo $all
+}
+for g in $groups; do
+  kill -STOP -"$g" 2>/dev/null || continue
+  kill -KILL -"$g" $(tree "$g") 2>/dev/null
+done
+[ -n "$1" ] && rm -rf "$1"
+exit 0`
