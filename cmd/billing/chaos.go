@@ -65,6 +65,8 @@ a table and the verdict; exit 1 on FAIL. The same seed reproduces the workload.`
 	f.Int64Var(&opts.Seed, "seed", 0, "workload seed (0: random, printed first)")
 	f.DurationVar(&opts.WorkerKillEvery, "kill-every", 3*time.Second, "mean interval between worker SIGKILLs")
 	f.Float64Var(&opts.DropRate, "drop-rate", 0.2, "share of SDK POST responses dropped after the server committed")
+	f.BoolVar(&opts.Failover, "failover", false, "run on a pg_auto_failover formation (pg_autoctl) and lose its primary instead: kill -9, SIGSTOP, a standby then the primary, cancelled synchronous waits")
+	f.IntVar(&opts.Failovers, "failovers", 1, "with --failover: rounds of the failover faults (each round loses the primary three times); the load lasts until they are done, at most --duration")
 	f.BoolVar(&keep, "keep", false, "keep the logs and data directory after a passing run")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object (ok, then the counts and checks)")
 	return cmd

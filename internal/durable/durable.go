@@ -24,9 +24,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -203,4 +206,32 @@ func Do(ctx context.Context, pool *pgxpool.Pool, f func(conn *pgxpool.Conn) erro
 		return fmt.Errorf("autocommit: %w", ErrNotDurable)
 	}
 	return nil
+}
+
+// Unavailable reports whether err means the primary could not be reached
+// or stopped being the primary under the statement: no connection could
+// be made (every host of the URL refused, or none is read-write yet), the
+// connection was lost or closed, the server is shutting down or starting
+// (SQLSTATE 57P01-57P03, class 08), or it is now read-only (25006). Each
+// is what a failover looks like from the application, and each is worth
+// a retry once a new primary is up; the outcome of a commit cut off this
+// way is unknown, so only replay-safe work may be retried.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connect *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connect), errors.Is(err, pgconn.ErrConnClosed),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	case errors.As(err, &pgErr):
+		return pgErr.Code == readOnlyState || strings.HasPrefix(pgErr.Code, "08") ||
+			pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	case errors.As(err, &netErr):
+		return !netErr.Timeout()
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package durable_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/durable/durabletest"
+	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/internal/testdb"
 )
 
@@ -238,4 +240,33 @@ func counter(t *testing.T, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestUnavailable: what a failover looks like to the application is told
+// apart from ordinary errors.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	port, err := procs.FreePort()
+	require.NoError(t, err)
+	_, refused := pgx.Connect(ctx, fmt.Sprintf("postgres://billing@127.0.0.1:%d/billing?sslmode=disable", port))
+	require.Error(t, refused)
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{refused, true},
+		{fmt.Errorf("players: authenticate: %w", refused), true},
+		{&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, true},
+		{&pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}, true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{fmt.Errorf("x: %w", pgconn.ErrConnClosed), true},
+		{&pgconn.PgError{Code: "23505"}, false},
+		{context.DeadlineExceeded, false},
+		{durable.ErrNotDurable, false},
+		{nil, false},
+	} {
+		require.Equal(t, tc.want, durable.Unavailable(tc.err), "%v", tc.err)
+	}
 }

@@ -81,6 +81,9 @@ func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
 		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify, r.checkMoneyBack,
 		r.checkCheckouts,
 	}
+	if r.fo != nil {
+		checks = append(checks, r.checkFailover)
+	}
 	for _, c := range checks {
 		if err := c(ctx, rep); err != nil {
 			return rep, err
@@ -267,7 +270,7 @@ func (r *Run) checkJobs(ctx context.Context, rep *Report) error {
 
 func (r *Run) checkLedgerVerify(ctx context.Context, rep *Report) error {
 	cmd := exec.CommandContext(ctx, r.opts.Binary, "ledger", "verify")
-	cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+r.pg.URL())
+	cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+r.dbURL)
 	out, err := cmd.CombinedOutput()
 	rep.check("billing ledger verify exits 0", err == nil, strings.TrimSpace(string(out)))
 	return nil

@@ -13,6 +13,10 @@ import (
 // `pg_ctl restart -m fast`, and at 60% the payment providers go down for
 // ProviderDownFor. Everything must reconnect by itself.
 func (r *Run) injectFaults(ctx context.Context) {
+	if r.opts.Failover {
+		r.injectFailovers(ctx)
+		return
+	}
 	go r.terminateBackends(ctx)
 	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 0xfa17))
 	start := time.Now()

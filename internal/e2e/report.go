@@ -22,7 +22,9 @@ type Report struct {
 	ProviderOutages, ProviderRefused int
 	// LostWebhooks: payments whose webhook was never sent.
 	LostWebhooks int
-	Checks       []Check
+	// Failover is a failover run's own section (nil otherwise).
+	Failover *FailoverReport
+	Checks   []Check
 }
 
 // Check is one verified property.
@@ -89,7 +91,14 @@ func (rep *Report) Print(w io.Writer) {
 	row("database sessions terminated mid-flight", rep.BackendKills)
 	row("payments whose webhook was lost", rep.LostWebhooks)
 	row("provider outages / provider calls refused", fmt.Sprintf("%d / %d", rep.ProviderOutages, rep.ProviderRefused))
+	if rep.Failover != nil {
+		rep.Failover.print(w)
+	}
+	passed := 0
 	for _, c := range rep.Checks {
+		if c.OK {
+			passed++
+		}
 		mark := "ok  "
 		if !c.OK {
 			mark = "FAIL"
@@ -104,5 +113,6 @@ func (rep *Report) Print(w io.Writer) {
 	if !rep.OK() {
 		verdict = "FAIL"
 	}
+	fmt.Fprintf(w, "%d passed, %d failed (seed %d)\n", passed, len(rep.Checks)-passed, rep.Seed)
 	fmt.Fprintf(w, "verdict: %s\n", verdict)
 }

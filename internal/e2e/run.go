@@ -42,12 +42,26 @@ type Options struct {
 	// from 60% of the way into the load (default: a quarter of Duration,
 	// at most a minute).
 	ProviderDownFor time.Duration
-	Out             io.Writer
+	// Failover runs the system on a pg_auto_failover formation (a monitor
+	// and three data nodes) instead of one PostgreSQL, with 2 workers, and
+	// injects the failover faults (failover.go) instead of the process and
+	// database ones; Failovers is how many rounds of them (default 1:
+	// three failovers and a round of cancelled synchronous waits). The
+	// load then lasts until the faults are done, at most Duration.
+	Failover  bool
+	Failovers int
+	Out       io.Writer
 }
 
 func (o *Options) defaults() {
 	if o.Webs == 0 {
 		o.Webs = 2
+	}
+	if o.Failover && o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.Failover && o.Failovers == 0 {
+		o.Failovers = 1
 	}
 	if o.Workers == 0 {
 		o.Workers = 3
@@ -73,6 +87,8 @@ func (o *Options) defaults() {
 type Run struct {
 	opts     Options
 	pg       *pglocal.Server
+	dbURL    string
+	fo       *failoverRun // a failover run's formation, history and probe
 	pool     *pgxpool.Pool
 	webs     []*Proc
 	workers  []*Proc
@@ -122,7 +138,13 @@ func Execute(ctx context.Context, opts Options) (*Report, error) {
 	loadCtx, stopLoad := context.WithTimeout(ctx, opts.Duration)
 	defer stopLoad()
 	faultsDone := make(chan struct{})
-	go func() { defer close(faultsDone); r.injectFaults(loadCtx) }()
+	go func() {
+		defer close(faultsDone)
+		r.injectFaults(loadCtx)
+		if opts.Failover {
+			stopLoad()
+		}
+	}()
 	r.runWorkload(loadCtx)
 	<-faultsDone
 	r.restarts.Wait()
@@ -132,6 +154,10 @@ func Execute(ctx context.Context, opts Options) (*Report, error) {
 	fmt.Fprintf(opts.Out, "chaos: load done after %v; settling\n", time.Since(start).Round(time.Second))
 	if err := r.ensureAllRunning(ctx); err != nil {
 		return nil, err
+	}
+	if r.fo != nil {
+		resolved, left := r.resolve(ctx, opts.Settle)
+		fmt.Fprintf(opts.Out, "chaos: %d unknown operations replayed by key, %d still unknown\n", resolved, left)
 	}
 	settled := r.settle(ctx)
 	r.reader.stop()
@@ -154,7 +180,12 @@ func (r *Run) logf(format string, args ...any) {
 
 func (r *Run) start(ctx context.Context) error {
 	var err error
-	if r.pg, err = pglocal.Start(pglocal.Options{Dir: filepath.Join(r.opts.Dir, "pg"), Fast: true}); err != nil {
+	if r.opts.Failover {
+		err = r.startFormation(ctx)
+	} else if r.pg, err = pglocal.Start(pglocal.Options{Dir: filepath.Join(r.opts.Dir, "pg"), Fast: true}); err == nil {
+		r.dbURL = r.pg.URL()
+	}
+	if err != nil {
 		return err
 	}
 	if err := r.startProviders(); err != nil {
@@ -168,7 +199,7 @@ func (r *Run) start(ctx context.Context) error {
 	if err := migrate.Wait(2 * time.Minute); err != nil {
 		return fmt.Errorf("e2e: migrate: %w", err)
 	}
-	pcfg, err := pgxpool.ParseConfig(r.pg.URL())
+	pcfg, err := pgxpool.ParseConfig(r.dbURL)
 	if err != nil {
 		return err
 	}
@@ -185,6 +216,11 @@ func (r *Run) start(ctx context.Context) error {
 	}
 	for i := range r.opts.Workers {
 		r.workers = append(r.workers, NewProc(fmt.Sprintf("worker%d", i+1), r.opts.Binary, env, r.logFile(fmt.Sprintf("worker%d", i+1)), "worker", "--config", r.configPath))
+	}
+	if r.fo != nil {
+		if err := r.watchMetrics(append(append([]*Proc{}, r.webs...), r.workers...)); err != nil {
+			return err
+		}
 	}
 	for _, p := range append(append([]*Proc{}, r.webs...), r.workers...) {
 		if err := p.Start(); err != nil {
@@ -206,7 +242,7 @@ func (r *Run) start(ctx context.Context) error {
 
 func (r *Run) env() []string {
 	return []string{
-		"BILLING_DATABASE_URL=" + r.pg.URL(),
+		"BILLING_DATABASE_URL=" + r.dbURL,
 		"BILLING_ENFORCER_SCHEDULE=@every 2s",
 		"BILLING_STRIPE_WEBHOOK_SECRET=" + r.secrets["stripe"],
 		"BILLING_PADDLE_WEBHOOK_SECRET=" + r.secrets["paddle"],
@@ -349,6 +385,11 @@ func (r *Run) shutdown() {
 	if r.pg != nil {
 		if err := r.pg.Stop(); err != nil {
 			r.logf("stop postgres: %v", err)
+		}
+	}
+	if r.fo != nil {
+		if err := r.fo.f.Stop(); err != nil {
+			r.logf("stop formation: %v", err)
 		}
 	}
 }

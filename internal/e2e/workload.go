@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,9 +32,9 @@ type player struct {
 }
 
 func (r *Run) newPlayer(pm *playerModel, seed uint64) *player {
-	sdk := fibe.NewClient(r.proxyURL, pm.apiKey,
+	sdk := fibe.NewClient(r.proxyURL, pm.apiKey, append(r.sdkOptions(),
 		fibe.WithMaxRetries(12), fibe.WithBackoff(20*time.Millisecond, 500*time.Millisecond),
-		fibe.WithTimeout(10*time.Second), fibe.WithPollInterval(100*time.Millisecond))
+		fibe.WithTimeout(10*time.Second), fibe.WithPollInterval(100*time.Millisecond))...)
 	return &player{run: r, pm: pm, rng: rand.New(rand.NewPCG(seed, uint64(pm.id))), sdk: sdk}
 }
 
@@ -349,12 +350,8 @@ func (r *Run) deliver(ctx context.Context, rng *rand.Rand, provider, eventID str
 		}()
 	}
 	wg.Wait()
-	for _, a := range acked {
-		if a {
-			return true
-		}
-	}
-	return false
+	r.noteDelivery(eventID, slices.Contains(acked, true))
+	return slices.Contains(acked, true)
 }
 
 func (r *Run) deliverOne(ctx context.Context, rng *rand.Rand, provider, secret string, body []byte) bool {

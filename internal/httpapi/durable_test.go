@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"context"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/durable/durabletest"
+	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -48,4 +52,29 @@ func TestOpenAPIConformanceNotDurable(t *testing.T) {
 	require.Equal(t, 2, e.count(legs), "one conversion: two legs")
 	require.Equal(t, int64(6), balance(t, e, alice, wallet.Mana))
 	e.requireAuditClean()
+}
+
+// TestOpenAPIConformanceDatabaseUnavailable: with no database to reach (a
+// primary lost, its successor not promoted yet) the API answers the
+// documented 503 unavailable with Retry-After, not a 500.
+func TestOpenAPIConformanceDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
+	var opts Options
+	e := newEnvWith(t, nil, func(o *Options) { opts = *o })
+	alice := e.newPlayer("alice")
+	port, err := procs.FreePort()
+	require.NoError(t, err)
+	gone, err := pgxpool.New(context.Background(), fmt.Sprintf("postgres://billing@127.0.0.1:%d/billing?sslmode=disable", port))
+	require.NoError(t, err)
+	t.Cleanup(gone.Close)
+	opts.Pool, opts.Gatherer = gone, prometheus.NewRegistry()
+	s, err := New(opts)
+	require.NoError(t, err)
+	lost := *e
+	lost.srv = httptest.NewServer(s)
+	t.Cleanup(lost.srv.Close)
+	c := newConformance(t, &lost)
+	requireRetryAfter(t, c.do(call{as: alice, method: "POST", path: "/v1/conversions", key: "no-db", body: `{"mana":1}`,
+		want: 503, code: CodeUnavailable}))
+	requireRetryAfter(t, c.do(call{as: alice, method: "GET", path: "/v1/wallets", want: 503, code: CodeUnavailable}))
 }

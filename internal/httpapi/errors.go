@@ -50,6 +50,7 @@ const (
 	CodeTimeout               = "timeout"
 	CodeOutstandingDebt       = "outstanding_debt"
 	CodeNotDurable            = "not_durable"
+	CodeUnavailable           = "unavailable"
 )
 
 // inUseRetryAfter is the Retry-After of a 409 idempotency_key_in_use: the
@@ -149,6 +150,9 @@ func statusOf(err error) (status int, code, detail string) {
 		// replays it, or runs it again if a failover lost it.
 		return http.StatusServiceUnavailable, CodeNotDurable,
 			"the database could not confirm the write on its standby; retry with the same Idempotency-Key after Retry-After"
+	case durable.Unavailable(err):
+		return http.StatusServiceUnavailable, CodeUnavailable,
+			"the database is unreachable or changing primary; retry with the same Idempotency-Key after Retry-After"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, CodeTimeout, "the request took too long"
 	}
