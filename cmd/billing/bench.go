@@ -38,18 +38,21 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 		Short: b.Short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, true)
+			cfg, err := loadConfig(cmd, !b.OwnDatabases)
 			if err != nil {
 				return err
 			}
 			logger := newLogger(cfg, os.Stderr)
-			pool, err := openPool(cmd.Context(), cfg.DatabaseURL, int32(clients*2+10))
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			env := bench.Env{Pool: pool, DatabaseURL: cfg.DatabaseURL, Config: cfg, Clients: clients,
+			env := bench.Env{DatabaseURL: cfg.DatabaseURL, Config: cfg, Clients: clients,
 				Duration: duration, Logger: logger, Progress: os.Stderr}
+			if !b.OwnDatabases {
+				pool, err := openPool(cmd.Context(), cfg.DatabaseURL, int32(clients*2+10))
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				env.Pool = pool
+			}
 			stop, err := startCPUProfile(cpuProfile)
 			if err != nil {
 				return err

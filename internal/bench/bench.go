@@ -75,7 +75,10 @@ type Benchmark struct {
 	Short string
 	// Flags declares the benchmark's own flags; Run reads them from fs.
 	Flags func(fs *pflag.FlagSet)
-	Run   func(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
+	// OwnDatabases: the benchmark starts the databases it compares and
+	// needs no BILLING_DATABASE_URL (Env.Pool is nil).
+	OwnDatabases bool
+	Run          func(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 }
 
 var (
