@@ -36,6 +36,7 @@ const devPGPortEnv = "BILLING_DEV_PG_PORT"
 type devOptions struct {
 	dir    string
 	pgPort int
+	ha     bool // on a pg_auto_failover formation (dev_ha.go)
 }
 
 func newDevCmd() *cobra.Command {
@@ -65,6 +66,7 @@ line naming the running one and changes nothing.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.dir, "dir", ".billing-dev", "where dev keeps its state: the embedded PostgreSQL's data, demo.json, "+devURLFile)
+	cmd.Flags().BoolVar(&o.ha, "ha", false, "run on a fresh pg_auto_failover formation (monitor + 3 data nodes; needs pg_autoctl) instead, and print how to lose its primary")
 	cmd.Flags().IntVar(&o.pgPort, "pg-port", 0, "port of the embedded PostgreSQL (env "+devPGPortEnv+"; default: the one kept from the last start, else a free one)")
 	cmd.AddCommand(newDevSendWebhookCmd())
 	return cmd
@@ -124,6 +126,13 @@ func runDev(ctx context.Context, cmd *cobra.Command, o devOptions) error {
 		return err
 	}
 	b := devBanner{cfg: cfg, api: apiURL, addr: ln.Addr().String(), dir: o.dir}
+	if cfg.DatabaseURL == "" && o.ha {
+		stop, err := startDevHA(ctx, cfg, o.dir, cmd.OutOrStdout(), &b)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if cfg.DatabaseURL == "" {
 		stop, err := startDevDatabase(cfg, o, logger)
 		if err != nil {

@@ -24,6 +24,7 @@ type devBanner struct {
 	dir     string
 	urlFile string // <dir>/database.url, "" for a database dev did not start
 	seed    *demoSeed
+	more    func(io.Writer) // what a mode adds (dev --ha), after the rest
 }
 
 func (b *devBanner) print(w io.Writer) {
@@ -51,6 +52,9 @@ whose Pay button sends the provider's signed webhook to this server.
 	}
 	b.seed.print(w, b.api)
 	b.seed.printSDK(w, b.api, moduleRoot())
+	if b.more != nil {
+		b.more(w)
+	}
 	fmt.Fprintln(w, "\nCtrl-C stops everything.")
 }
 

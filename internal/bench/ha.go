@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
-	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/formation"
 	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/migrations"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -206,7 +206,7 @@ func haWebhookOp(ctx context.Context, env Env, t *haTarget, run string, dupRatio
 	if err != nil {
 		return err
 	}
-	d := &deliverer{urls: []string{url + "/webhooks/" + fulfillment.ProviderStripe}, secret: secret, run: run,
+	d := &deliverer{urls: []string{url + "/webhooks/" + provider.Stripe}, secret: secret, run: run,
 		orders: orders, dupRatio: dupRatio, sent: make([][][]byte, env.Clients),
 		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: env.Clients * 2, MaxIdleConnsPerHost: env.Clients * 2}}}

@@ -67,6 +67,19 @@ func (n *Node) Start() error {
 	return n.launch()
 }
 
+// Pid is the node's keeper's process id, which is also its process
+// group's (0 before the first start). `kill -KILL -- -<Pid>` from a shell
+// loses the node as Kill does, bar the server processes, which follow
+// their postmaster.
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return 0
+	}
+	return n.proc.Pid()
+}
+
 // Running reports whether the node's keeper is alive (frozen or not).
 func (n *Node) Running() bool {
 	n.mu.Lock()

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/formation"
+)
+
+// devFormation is what `billing dev --ha` runs on: a pg_auto_failover
+// formation (a monitor and three data nodes, a fresh one each run, under
+// <dir>/ha) with the timeouts lowered so a failover takes seconds, a
+// watcher printing every change of a node's state, and a keeper of the
+// nodes that brings a lost one back (as a standby) after a while.
+type devFormation struct {
+	f      *formation.Formation
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// devRestartAfter is how long a lost node stays down before billing dev
+// brings it back.
+const devRestartAfter = 10 * time.Second
+
+func startDevFormation(ctx context.Context, dir string, out io.Writer) (*devFormation, error) {
+	fmt.Fprintf(out, "Starting a pg_auto_failover formation (monitor + 3 data nodes) in %s ...\n", filepath.Join(dir, "ha"))
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	f, err := formation.Start(sctx, formation.Options{Dir: filepath.Join(dir, "ha"), Timeouts: formation.TestTimeouts,
+		Fast: true, Ephemeral: true})
+	if err != nil {
+		return nil, err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	d := &devFormation{f: f, cancel: stop, done: make(chan struct{})}
+	go d.watch(wctx, out)
+	return d, nil
+}
+
+// watch prints each node's state as it changes, and restarts a node whose
+// keeper is gone devRestartAfter after it went.
+func (d *devFormation) watch(ctx context.Context, out io.Writer) {
+	defer close(d.done)
+	seen := map[string]string{}
+	lostAt := map[string]time.Time{}
+	for ctx.Err() == nil {
+		if states, err := d.f.States(ctx); err == nil {
+			for _, s := range states {
+				now := s.Reported + "/" + s.Goal
+				if old, ok := seen[s.Name]; ok && old != now {
+					fmt.Fprintf(out, "[ha] %s %s: %s -> %s\n", time.Now().Format("15:04:05"), s.Name, old, now)
+				}
+				seen[s.Name] = now
+			}
+		}
+		for _, n := range d.f.Nodes() {
+			switch {
+			case n.Running():
+				delete(lostAt, n.Name)
+			case lostAt[n.Name].IsZero():
+				lostAt[n.Name] = time.Now()
+				fmt.Fprintf(out, "[ha] %s is gone; billing dev brings it back in %v\n", n.Name, devRestartAfter)
+			case time.Since(lostAt[n.Name]) > devRestartAfter:
+				delete(lostAt, n.Name)
+				if err := n.Start(); err != nil {
+					fmt.Fprintf(out, "[ha] restart %s: %v\n", n.Name, err)
+				}
+			}
+		}
+		sleepOrDone(ctx, 500*time.Millisecond)
+	}
+}
+
+func sleepOrDone(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// printHelp says how to lose the primary and what to watch.
+func (d *devFormation) printHelp(ctx context.Context, w io.Writer) {
+	var lines []string
+	primary, _ := d.f.Primary(ctx)
+	for _, n := range d.f.Nodes() {
+		role := "standby"
+		if n == primary {
+			role = "primary"
+		}
+		lines = append(lines, fmt.Sprintf("    kill -KILL -- -%d   # %s (%s, port %d)", n.Pid(), n.Name, role, n.Port))
+	}
+	fmt.Fprintf(w, `
+High availability: billing runs on the formation's multi-host URL (the
+primary is whichever node accepts writes). Lose a node's machine (its keeper
+and PostgreSQL) with:
+%s
+and watch: the [ha] lines here show the monitor promote a standby (about
+ten seconds; the timeouts are lowered for trying, see docs/operations.md for
+production's), the API and webhooks answer 503 meanwhile and then carry on,
+and the lost node comes back as a standby. Keep the curl lines above running
+while you do it. Monitor: %s
+`, strings.Join(lines, "\n"), d.f.MonitorURL())
+}
+
+// startDevHA starts dev's formation, points cfg at it and has the banner
+// say how to lose its primary; stop stops it.
+func startDevHA(ctx context.Context, cfg *config.Config, dir string, out io.Writer, b *devBanner) (stop func(), err error) {
+	d, err := startDevFormation(ctx, dir, out)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DatabaseURL = d.f.URL()
+	b.more = func(w io.Writer) { d.printHelp(ctx, w) }
+	return func() { _ = d.stop() }, nil
+}
+
+// stop stops the watcher, then the formation (removing it).
+func (d *devFormation) stop() error {
+	d.cancel()
+	<-d.done
+	return d.f.Stop()
+}
