@@ -364,6 +364,7 @@ func TestAlertCountersExportedAtZero(t *testing.T) {
 		{"billing_reversals_total", lbl("outcome", "refused")},
 		{"billing_reconcile_runs_total", lbl("provider", "paddle", "outcome", "error")},
 		{"billing_fundings_total", lbl("outcome", "funded")},
+		{"billing_db_commits_not_durable_total", ""},
 	}
 	for _, p := range provider.Names() {
 		want = append(want, struct{ name, labels string }{"billing_unapplied_payments_total", lbl("provider", p)})

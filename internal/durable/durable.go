@@ -100,9 +100,10 @@ func stateOf(c *pgconn.PgConn) *connState {
 }
 
 // Configure makes cfg's connections report cancelled synchronous waits to
-// Commit and Do, close themselves on a read-only node, and bound connects
-// and pings (DefaultConnectTimeout, DefaultPingTimeout) unless cfg already
-// does. logger receives one line per event; nil is slog.Default() at the
+// Commit and Do, close themselves on a read-only node, run with
+// synchronous_commit on, and bound connects and pings
+// (DefaultConnectTimeout, DefaultPingTimeout), unless cfg already sets
+// those. logger receives one line per event; nil is slog.Default() at the
 // time of the event.
 func Configure(cfg *pgxpool.Config, logger *slog.Logger) {
 	log := func() *slog.Logger {
@@ -136,6 +137,13 @@ func Configure(cfg *pgxpool.Config, logger *slog.Logger) {
 			return prevErr(c, pgErr)
 		}
 		return true
+	}
+	if _, set := cc.RuntimeParams["synchronous_commit"]; !set {
+		// A role or database set to local (or off), pg_auto_failover's
+		// documented speed-up, would acknowledge commits no standby has:
+		// billing's sessions wait for the standby whatever the defaults.
+		// A URL may still ask for more (remote_apply).
+		cc.RuntimeParams["synchronous_commit"] = "on"
 	}
 	if cc.ConnectTimeout == 0 {
 		// pgconn applies it to each host of a multi-host URL in turn.

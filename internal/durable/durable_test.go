@@ -136,6 +136,14 @@ func TestCommitDurable(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
 	require.NoError(t, err)
 	durable.Configure(cfg, nil)
+	require.Equal(t, "on", cfg.ConnConfig.RuntimeParams["synchronous_commit"], "billing's sessions wait for the standby")
+	// This package's cluster names a standby that never comes (the
+	// stranded tests'): a primary without one is a session that does not
+	// wait, which a URL may still ask for.
+	cfg, err = pgxpool.ParseConfig(testdb.NewURL(t) + "&synchronous_commit=off")
+	require.NoError(t, err)
+	durable.Configure(cfg, nil)
+	require.Equal(t, "off", cfg.ConnConfig.RuntimeParams["synchronous_commit"], "the URL's own setting wins")
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

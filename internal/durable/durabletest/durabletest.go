@@ -34,9 +34,11 @@ const AbsentStandby = "billing_absent_standby"
 //
 // synchronous_standby_names is a setting of the whole cluster; only
 // sessions with synchronous_commit on wait, and the tests' own cluster runs
-// with it off, so the package's other databases are unaffected. On a
-// shared server (BILLING_TEST_DATABASE_URL) that would not hold, and the
-// test is skipped.
+// with it off, so the package's other databases are unaffected, but for a
+// pool configured with durable.Configure, which turns it on unless the URL
+// sets it (add synchronous_commit=off to such a pool's URL in a package
+// that strands). On a shared server (BILLING_TEST_DATABASE_URL) that would
+// not hold, and the test is skipped.
 func StrandedPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	return Strand(t, testdb.NewURL(t))
