@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,6 +86,7 @@ func runHA(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error) {
 		targets = append(targets, t)
 	}
 	measured := map[string]*series{}
+	rates := map[string][]float64{} // per round, in round order
 	slice := env.Duration / time.Duration(rounds)
 	for r := range rounds {
 		for _, w := range haWorkloads {
@@ -95,11 +97,13 @@ func runHA(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error) {
 				if measured[key] == nil {
 					measured[key] = &series{}
 				}
-				measured[key].add(Load(ctx, key, env.Clients, slice, t.ops[w]))
+				rep := Load(ctx, key, env.Clients, slice, t.ops[w])
+				measured[key].add(rep)
+				rates[key] = append(rates[key], rep.OpsPerSec)
 			}
 		}
 	}
-	return haReport(env, measured, urls["sync_standby"]), nil
+	return haReport(env, measured, rates, urls["sync_standby"]), nil
 }
 
 // haDatabases starts both databases: the single node and the formation,
@@ -214,17 +218,27 @@ func haWebhookOp(ctx context.Context, env Env, t *haTarget, run string, dupRatio
 	return nil
 }
 
-// haReport puts each workload's two series side by side: Ratios are the
-// formation's rate over the single node's, Notes the p99 of each.
-func haReport(env Env, measured map[string]*series, url string) *Report {
+// haReport puts each workload's two series side by side. Ratios are the
+// median over the rounds of the formation's rate over the single node's
+// in the same round (the two ran back to back, so a shared machine's
+// drifting load falls on both); Notes hold each round's ratio and the p99
+// of each side.
+func haReport(env Env, measured map[string]*series, rates map[string][]float64, url string) *Report {
 	r := &Report{Name: "ha", Clients: env.Clients, Baselines: map[string]*Report{}, Ratios: map[string]float64{}}
 	for _, w := range haWorkloads {
 		single := measured[w+"_single"].report(w + "_single")
 		sync := measured[w+"_sync_standby"].report(w + "_sync_standby")
 		r.Baselines[single.Name], r.Baselines[sync.Name] = single, sync
-		if single.OpsPerSec > 0 {
-			r.Ratios[w] = round(sync.OpsPerSec / single.OpsPerSec)
+		var perRound []float64
+		for i, s := range rates[w+"_single"] {
+			if s > 0 {
+				perRound = append(perRound, round(rates[w+"_sync_standby"][i]/s))
+			}
 		}
+		if len(perRound) > 0 {
+			r.Ratios[w] = median(perRound)
+		}
+		r.Note(w+"_round_ratios", perRound)
 		r.Note(w+"_p99_ms", map[string]float64{"single": single.P99ms, "sync_standby": sync.P99ms})
 		r.Ops += sync.Ops
 		r.Errors += sync.Errors + single.Errors
@@ -233,4 +247,13 @@ func haReport(env Env, measured map[string]*series, url string) *Report {
 	r.Note("formation", "pg_auto_failover, 3 data nodes, number_sync_standbys 1, synchronous_commit on, fsync on; "+url)
 	r.Note("single", "one PostgreSQL, fsync on, synchronous_commit on")
 	return r
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return round((s[len(s)/2-1] + s[len(s)/2]) / 2)
 }

@@ -26,8 +26,9 @@ type failoverRun struct {
 	probe   *probe
 	metrics []string // each billing process's metrics address
 
-	mu     sync.Mutex
-	faults []FaultResult
+	mu      sync.Mutex
+	faults  []*FaultResult
+	rejoins sync.WaitGroup // lost nodes on their way back as standbys
 }
 
 // FaultResult is one fault of a failover run and what the system did.
@@ -93,7 +94,7 @@ func (r *Run) injectFailovers(ctx context.Context) {
 	defer r.fo.probe.stop()
 	faults := []struct {
 		name string
-		do   func(context.Context) (FaultResult, error)
+		do   func(context.Context) (*FaultResult, error)
 	}{
 		{"kill -9 of the primary's machine", r.killPrimary},
 		{"pg_cancel_backend of the commits waiting for the standbys", r.cancelSyncWaits},
@@ -108,23 +109,27 @@ func (r *Run) injectFailovers(ctx context.Context) {
 			}
 			r.logf("fault (cycle %d): %s", cycle+1, fault.name)
 			res, err := fault.do(ctx)
-			res.Name = fault.name
 			if err != nil {
 				r.logf("fault %s: %v", fault.name, err)
 				fmt.Fprintf(r.opts.Out, "chaos: fault %q: %v\n", fault.name, err)
+			}
+			r.fo.mu.Lock() // the rejoin may be writing res already
+			res.Name = fault.name + res.Name
+			if err != nil {
 				res.Name += " (FAILED: " + err.Error() + ")"
 			}
-			r.fo.mu.Lock()
 			r.fo.faults = append(r.fo.faults, res)
+			back, answered := res.WritesBack, res.Answered503
 			r.fo.mu.Unlock()
 			fmt.Fprintf(r.opts.Out, "chaos: %s: writes back after %v, %d answered 503\n", fault.name,
-				res.WritesBack.Round(100*time.Millisecond), res.Answered503)
+				back.Round(100*time.Millisecond), answered)
 			sleepCtx(ctx, time.Second)
 		}
 	}
 }
 
-// faultTimeout bounds one fault: the failover, writes back, the rejoin.
+// faultTimeout bounds one fault (the failover and writes back), and the
+// rejoin of the nodes it lost.
 const faultTimeout = 3 * time.Minute
 
 // loss is how a fault loses the primary.
@@ -142,14 +147,19 @@ type loss struct {
 	resume func(primary *formation.Node) error
 }
 
-// lose loses the primary as l says, waits for a new primary and the first
-// write acknowledged after the loss, then brings every lost node back and
-// waits for the formation to be whole again.
-func (r *Run) lose(ctx context.Context, l loss) (FaultResult, error) {
-	var res FaultResult
+// lose waits for the formation to be whole (the last fault's nodes back:
+// pg_auto_failover promotes nobody without a standby for the new primary),
+// loses the primary as l says, waits for a new primary and the first write
+// acknowledged after the loss, then brings every lost node back; their
+// rejoin is timed in the background, while the next fault begins.
+func (r *Run) lose(ctx context.Context, l loss) (*FaultResult, error) {
+	res := &FaultResult{}
 	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
 	defer cancel()
 	f := r.fo.f
+	if err := f.WaitHealthy(ctx); err != nil {
+		return res, err
+	}
 	primary, err := f.Primary(ctx)
 	if err != nil || primary == nil {
 		return res, fmt.Errorf("no primary before the fault: %v", err)
@@ -191,11 +201,27 @@ func (r *Run) lose(ctx context.Context, l loss) (FaultResult, error) {
 			return res, err
 		}
 	}
-	rejoin := time.Now()
 	r.startLost(append(lost, primary))
-	err = f.WaitHealthy(ctx)
-	res.Rejoined = time.Since(rejoin)
-	return res, err
+	r.timeRejoin(ctx, res)
+	return res, nil
+}
+
+// timeRejoin records in res how long the formation takes to be whole again.
+func (r *Run) timeRejoin(ctx context.Context, res *FaultResult) {
+	start := time.Now()
+	r.fo.rejoins.Add(1)
+	go func() {
+		defer r.fo.rejoins.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), faultTimeout)
+		defer cancel()
+		err := r.fo.f.WaitHealthy(ctx)
+		r.fo.mu.Lock()
+		defer r.fo.mu.Unlock()
+		res.Rejoined = time.Since(start)
+		if err != nil {
+			res.Name += " (FAILED to rejoin: " + err.Error() + ")"
+		}
+	}()
 }
 
 // startLost starts every node of lost that is not running.
@@ -210,7 +236,7 @@ func (r *Run) startLost(lost []*formation.Node) {
 	}
 }
 
-func (r *Run) killPrimary(ctx context.Context) (FaultResult, error) {
+func (r *Run) killPrimary(ctx context.Context) (*FaultResult, error) {
 	return r.lose(ctx, loss{how: (*formation.Node).Kill})
 }
 
@@ -220,14 +246,14 @@ func (r *Run) killPrimary(ctx context.Context) (FaultResult, error) {
 // itself primary until its keeper learns otherwise: whatever it still
 // does must not be acknowledged (its commits wait for standbys that now
 // follow the new primary).
-func (r *Run) freezePrimary(ctx context.Context) (FaultResult, error) {
+func (r *Run) freezePrimary(ctx context.Context) (*FaultResult, error) {
 	return r.lose(ctx, loss{how: (*formation.Node).Freeze, resume: (*formation.Node).Thaw})
 }
 
 // killStandbyThenPrimary loses a standby, then, with one standby left
 // for synchronous replication, the primary; the standby comes back a few
 // seconds later, and only then can a new primary be chosen.
-func (r *Run) killStandbyThenPrimary(ctx context.Context) (FaultResult, error) {
+func (r *Run) killStandbyThenPrimary(ctx context.Context) (*FaultResult, error) {
 	return r.lose(ctx, loss{how: (*formation.Node).Kill, revive: 5 * time.Second,
 		before: func(ctx context.Context) ([]*formation.Node, error) {
 			standbys, err := r.fo.f.Standbys(ctx)
@@ -250,8 +276,8 @@ func (r *Run) killStandbyThenPrimary(ctx context.Context) (FaultResult, error) {
 // when it turns synchronous replication off, then lets replication go
 // on. Each cancelled commit is applied on the primary but must not be
 // acknowledged.
-func (r *Run) cancelSyncWaits(ctx context.Context) (FaultResult, error) {
-	var res FaultResult
+func (r *Run) cancelSyncWaits(ctx context.Context) (*FaultResult, error) {
+	res := &FaultResult{}
 	primary, err := r.fo.f.Primary(ctx)
 	if err != nil || primary == nil {
 		return res, fmt.Errorf("no primary: %v", err)

@@ -31,8 +31,11 @@ type FailoverReport struct {
 // whole again with every lost node back as a standby.
 func (r *Run) checkFailover(ctx context.Context, rep *Report) error {
 	fr := &FailoverReport{NotDurable: r.scrape(ctx).notDurable}
+	r.fo.rejoins.Wait()
 	r.fo.mu.Lock()
-	fr.Faults = append(fr.Faults, r.fo.faults...)
+	for _, f := range r.fo.faults {
+		fr.Faults = append(fr.Faults, *f)
+	}
 	r.fo.mu.Unlock()
 	rep.Failover = fr
 	ops := r.fo.history.snapshot()

@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -77,7 +78,8 @@ type Formation struct {
 	nodes    []*Node
 	watchdog *procs.Watchdog
 	uri      string
-	// lastCheckpoint paces WaitHealthy's checkpoints.
+	mu       sync.Mutex
+	// lastCheckpoint paces WaitHealthy's checkpoints (several may wait).
 	lastCheckpoint time.Time
 }
 

@@ -172,10 +172,13 @@ func (f *Formation) WaitHealthy(ctx context.Context) error {
 // checkpoint runs CHECKPOINT on whichever node reports itself primary
 // (or runs alone), at most once a second.
 func (f *Formation) checkpoint(ctx context.Context, states []State) {
+	f.mu.Lock()
 	if time.Since(f.lastCheckpoint) < time.Second {
+		f.mu.Unlock()
 		return
 	}
 	f.lastCheckpoint = time.Now()
+	f.mu.Unlock()
 	for _, s := range states {
 		if !slices.Contains([]string{"primary", "wait_primary", "single"}, s.Reported) {
 			continue
