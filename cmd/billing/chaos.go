@@ -22,7 +22,16 @@ drives a seeded workload (webhooks delivered 2-5 times to both web processes,
 SDK calls through a proxy that drops committed responses), kills workers with
 SIGKILL every few seconds, kills a web process once, restarts PostgreSQL once,
 then checks the database against a model of what was acknowledged. It prints
-a table and the verdict; exit 1 on FAIL. The same seed reproduces the workload.`,
+a table and the verdict; exit 1 on FAIL. The same seed reproduces the workload.
+
+With --failover it runs on a pg_auto_failover formation instead (pg_autoctl
+must be installed): a monitor and three data nodes, 2 web and 2 worker
+processes on its multi-host URL, and per round the primary's machine killed,
+commits whose synchronous wait is cancelled, the primary frozen and resumed
+beside its successor, a standby then the primary killed. Every operation is
+recorded with its key and outcome; unknown ones are replayed by key; on the
+final primary every acknowledged effect must be there once, and every lost
+node back as a standby. A longer run: --failover --failovers 5 --duration 30m.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
