@@ -31,7 +31,8 @@ commits whose synchronous wait is cancelled, the primary frozen and resumed
 beside its successor, a standby then the primary killed. Every operation is
 recorded with its key and outcome; unknown ones are replayed by key; on the
 final primary every acknowledged effect must be there once, and every lost
-node back as a standby. A longer run: --failover --failovers 5 --duration 30m.`,
+node back as a standby. The load lasts until the faults are done (--duration
+caps it, by default 5m per round). A longer run: --failover --failovers 5.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -39,6 +40,10 @@ node back as a standby. A longer run: --failover --failovers 5 --duration 30m.`,
 				return err
 			}
 			opts.Binary = bin
+			if opts.Failover && !cmd.Flags().Changed("duration") {
+				// The load lasts until the faults are done; this only caps it.
+				opts.Duration = time.Duration(max(opts.Failovers, 1)) * 5 * time.Minute
+			}
 			if opts.Seed == 0 {
 				opts.Seed = time.Now().UnixNano() % 1_000_000
 			}
