@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -79,4 +80,27 @@ func TestReplayNotDurableAnswers503(t *testing.T) {
 		`SELECT replays FROM idempotency_keys WHERE key = 'k-replay'`).Scan(&replays))
 	require.Equal(t, 2, replays, "the refused replay's count was applied locally too")
 	require.Equal(t, 1, f.effects(t))
+}
+
+// A claim acknowledges nothing, so it does not wait for the synchronous
+// standby (only the mutation's commit does, and it carries the claim): on
+// a primary whose standby never confirms, claiming a key returns at once;
+// the connection's synchronous_commit is on again afterwards.
+func TestClaimDoesNotWaitForTheStandby(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, idempotency.Options{})
+	stranded := durabletest.Strand(t, f.pool.Config().ConnString())
+	store := idempotency.NewStore(stranded, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	look, err := store.Begin(ctx, f.player, "k-claim", []byte("fp"), time.Now())
+	require.NoError(t, err, "the claim waited for a standby that never comes")
+	require.NotNil(t, look.Claim)
+	again, err := store.Begin(ctx, f.player, "k-claim", []byte("fp"), time.Now())
+	require.ErrorIs(t, err, idempotency.ErrInUse, "%+v", again)
+	for range 5 { // every pooled connection: the setting was the claim's transaction's only
+		var level string
+		require.NoError(t, stranded.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&level))
+		require.Equal(t, "on", level)
+	}
 }

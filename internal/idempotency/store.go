@@ -256,14 +256,32 @@ func (s *Store) read(ctx context.Context, playerID int64, key string) (*keyRow, 
 	return &r, nil
 }
 
-// insert claims a new key; nil, nil means another request inserted it first.
-func (s *Store) insert(ctx context.Context, playerID int64, key string, fingerprint []byte, now time.Time) (*Claim, error) {
-	c := &Claim{PlayerID: playerID, Key: key}
-	err := s.pool.QueryRow(ctx, `
+// claimSQL inserts a running claim. It is pipelined after claimLocalSQL,
+// one implicit transaction: the claim acknowledges nothing, and the
+// mutation's own commit, which waits for the synchronous standby, comes
+// after it in the WAL and so carries it to the standby too. A claim lost
+// with a primary before that commit only lets the retry run afresh, which
+// is right since its mutation was lost as well. So the claim waits for the
+// local flush alone, not for a standby too: one synchronous-replication
+// wait per request, not two.
+const (
+	claimLocalSQL = `SELECT set_config('synchronous_commit', 'local', true)`
+	claimSQL      = `
 		INSERT INTO idempotency_keys (player_id, key, fingerprint, status, locked_at, created_at)
 		VALUES ($1, $2, $3, 'running', $4, $4)
 		ON CONFLICT (player_id, key) DO NOTHING
-		RETURNING id, locked_at`, playerID, key, fingerprint, now).Scan(&c.ID, &c.LockedAt)
+		RETURNING id, locked_at`
+)
+
+// insert claims a new key; nil, nil means another request inserted it first.
+func (s *Store) insert(ctx context.Context, playerID int64, key string, fingerprint []byte, now time.Time) (*Claim, error) {
+	c := &Claim{PlayerID: playerID, Key: key}
+	b := &pgx.Batch{}
+	b.Queue(claimLocalSQL)
+	b.Queue(claimSQL, playerID, key, fingerprint, now).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&c.ID, &c.LockedAt)
+	})
+	err := s.pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
