@@ -313,18 +313,28 @@ func signal(pids []int, sig syscall.Signal) {
 }
 
 // cancelWaiting cancels, for d, every session of the database waiting for
-// synchronous replication, and returns how many it cancelled.
+// synchronous replication, and returns how many waits it cancelled (a
+// session still shown waiting on the next look, its cancel not yet acted
+// on, counts once).
 func cancelWaiting(ctx context.Context, conn *pgx.Conn, d time.Duration) int {
-	n := 0
+	type wait struct {
+		pid   int
+		since time.Time
+	}
+	seen := map[wait]bool{}
 	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; {
-		var c int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_cancel_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event = 'SyncRep'`).Scan(&c); err == nil {
-			n += c
+		rows, err := conn.Query(ctx, `SELECT pid, coalesce(xact_start, query_start, now()) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event = 'SyncRep' AND pg_cancel_backend(pid)`)
+		if err == nil {
+			var w wait
+			_, _ = pgx.ForEachRow(rows, []any{&w.pid, &w.since}, func() error {
+				seen[w] = true
+				return nil
+			})
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
 	}
-	return n
+	return len(seen)
 }
 
 // counts are sums over every billing process's metrics.
