@@ -93,10 +93,10 @@ func TestClaimDoesNotWaitForTheStandby(t *testing.T) {
 	store := idempotency.NewStore(stranded, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	look, err := store.Begin(ctx, f.player, "k-claim", []byte("fp"), time.Now())
+	look, err := store.Begin(ctx, f.player, "k-claim", idempotency.NewFingerprint("POST", "/v1/things", []byte(`{}`)), time.Now())
 	require.NoError(t, err, "the claim waited for a standby that never comes")
 	require.NotNil(t, look.Claim)
-	again, err := store.Begin(ctx, f.player, "k-claim", []byte("fp"), time.Now())
+	again, err := store.Begin(ctx, f.player, "k-claim", idempotency.NewFingerprint("POST", "/v1/things", []byte(`{}`)), time.Now())
 	require.ErrorIs(t, err, idempotency.ErrInUse, "%+v", again)
 	for range 5 { // every pooled connection: the setting was the claim's transaction's only
 		var level string

@@ -40,7 +40,7 @@ func TestClaimNotDurableAnswers503(t *testing.T) {
 			stranded := durabletest.Strand(t, e.pool.Config().ConnString())
 			cancelled := durabletest.CancelWaits(t, stranded)
 			lost := httpServer(t, webhook.NewHandler(webhook.Options{Pool: stranded, River: e.river,
-				Secrets: secrets, Logger: discard}))
+				Providers: intakes(secrets), Logger: discard}))
 			body := tc.body(e)
 
 			h, v := sign("stripe", body, time.Now())
