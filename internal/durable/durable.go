@@ -225,7 +225,9 @@ func Do(ctx context.Context, pool *pgxpool.Pool, f func(conn *pgxpool.Conn) erro
 // a retry once a new primary is up; the outcome of a commit cut off this
 // way is unknown, so only replay-safe work may be retried.
 func Unavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		// The caller's own deadline, whatever it cut: a timeout, not a
+		// failover (its connection is closed because of it).
 		return false
 	}
 	var connect *pgconn.ConnectError

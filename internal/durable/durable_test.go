@@ -272,6 +272,7 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("x: %w", pgconn.ErrConnClosed), true},
 		{&pgconn.PgError{Code: "23505"}, false},
 		{context.DeadlineExceeded, false},
+		{fmt.Errorf("read: %w: %w", pgconn.ErrConnClosed, context.DeadlineExceeded), false},
 		{durable.ErrNotDurable, false},
 		{nil, false},
 	} {
