@@ -30,6 +30,10 @@ func TestDevHA(t *testing.T) {
 	p := startProc(t, []string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, "dev", "--ha", "--dir", dir)
 	waitHealthy(t, "http://"+addr, p, 3*time.Minute)
 	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "Monitor: ") }, 10*time.Second, 20*time.Millisecond)
+	// The worker's River client starts beside the web: lose the primary
+	// only once it runs (a client whose start fails ends dev, as it ends
+	// billing worker, for its supervisor to restart).
+	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "River client started") }, 60*time.Second, 50*time.Millisecond)
 	out := p.out.String()
 	key := between(out, "API key:\n  ", "\n")
 	m := regexp.MustCompile(`kill -KILL -- -(\d+)   # node\d \(primary`).FindStringSubmatch(out)
