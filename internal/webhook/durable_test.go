@@ -47,7 +47,7 @@ func TestClaimNotDurableAnswers503(t *testing.T) {
 			a := postTo(t, lost, "stripe", body, h, v)
 			require.Equal(t, http.StatusServiceUnavailable, a.Status, a.Body)
 			require.Equal(t, "unavailable", a.code())
-			require.Positive(t, cancelled.Load())
+			require.Positive(t, cancelled.Load(), a.Body)
 			require.Equal(t, 1, e.events(), "PostgreSQL applied the claim locally: exactly the hole")
 
 			// A duplicate on the stranded primary is refused the same way.

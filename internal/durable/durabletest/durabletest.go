@@ -105,6 +105,26 @@ func requireAbsentStandby(t testing.TB, ctx context.Context) {
 	}
 }
 
+// cancelWaiting cancels each session of db waiting for the standby. It
+// counts a wait before cancelling it: the cancelled commit answers its
+// caller at once, and a test reading the count after that answer must
+// find it counted (nothing else ends these waits, so none is counted that
+// is not then cancelled).
+func cancelWaiting(ctx context.Context, conn *pgx.Conn, db string, n *atomic.Int64) {
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'SyncRep'`, db)
+	if err != nil {
+		return
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return
+	}
+	for _, pid := range pids {
+		n.Add(1)
+		_, _ = conn.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid)
+	}
+}
+
 // CancelWaits cancels, every few milliseconds until t ends, every session
 // of pool's database waiting for the synchronous standby, and returns the
 // count of waits it cancelled.
@@ -122,11 +142,7 @@ func CancelWaits(t testing.TB, pool *pgxpool.Pool) *atomic.Int64 {
 		}
 		defer conn.Close(context.Background())
 		for ctx.Err() == nil {
-			var c int64
-			if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_cancel_backend(pid)) FROM pg_stat_activity
-				WHERE datname = $1 AND wait_event = 'SyncRep'`, db).Scan(&c); err == nil {
-				n.Add(c)
-			}
+			cancelWaiting(ctx, conn, db, &n)
 			select {
 			case <-ctx.Done():
 			case <-time.After(5 * time.Millisecond):
