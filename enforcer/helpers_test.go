@@ -180,7 +180,7 @@ func (e *env) client(o clientOpts) *river.Client[pgx.Tx] {
 	workers := o.workers
 	if workers == nil && o.svc != nil {
 		workers = river.NewWorkers()
-		enforcer.AddWorkers(workers, o.svc)
+		enforcer.Register(workers, enforcer.WorkerOptions{Service: o.svc})
 	}
 	if workers == nil { // insert-only
 		client, err := river.NewClient(riverpgxv5.New(e.pool), &river.Config{ID: o.id, Logger: quiet})

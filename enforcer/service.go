@@ -101,24 +101,32 @@ func New(pool *pgxpool.Pool, w *wallet.Store, opts Options) *Service {
 // TZ is the service-day time zone.
 func (s *Service) TZ() *time.Location { return s.tz }
 
-// AddWorkers registers the fund_day and sweep workers of s.
-func AddWorkers(workers *river.Workers, s *Service) {
-	river.AddWorker(workers, &FundDayWorker{svc: s})
-	river.AddWorker(workers, &SweepWorker{svc: s})
+// WorkerOptions configure Register.
+type WorkerOptions struct {
+	// Service funds the Marquees (required).
+	Service *Service
+	// Schedule is when the elected leader sweeps; nil declares no periodic
+	// sweep (a process that only works fund_day jobs).
+	Schedule river.PeriodicSchedule
 }
 
-// PeriodicSweep is the enforcer's periodic job. Every worker process must
-// declare it (only the elected leader inserts it). RunOnStart makes a newly
+// Register adds the fund_day and sweep workers of opts.Service to workers
+// and returns the enforcer's periodic job: the sweep on opts.Schedule.
+// Every worker process must declare it (only the elected leader inserts
+// it).
+func Register(workers *river.Workers, opts WorkerOptions) []*river.PeriodicJob {
+	river.AddWorker(workers, &FundDayWorker{svc: opts.Service})
+	river.AddWorker(workers, &SweepWorker{svc: opts.Service})
+	if opts.Schedule == nil {
+		return nil
+	}
+	return []*river.PeriodicJob{PeriodicSweep(opts.Schedule)}
+}
+
+// PeriodicSweep is the enforcer's periodic job. RunOnStart makes a newly
 // elected leader sweep at once, so a leader change never skips a tick.
 func PeriodicSweep(schedule river.PeriodicSchedule) *river.PeriodicJob {
 	return river.NewPeriodicJob(schedule, func() (river.JobArgs, *river.InsertOpts) {
 		return SweepArgs{}, nil
 	}, &river.PeriodicJobOpts{ID: "enforcer_sweep", RunOnStart: true})
-}
-
-// Register builds the Service of a worker process, adds its workers to
-// workers and returns its periodic jobs (the sweep on schedule).
-func Register(workers *river.Workers, pool *pgxpool.Pool, w *wallet.Store, opts Options, schedule river.PeriodicSchedule) []*river.PeriodicJob {
-	AddWorkers(workers, New(pool, w, opts))
-	return []*river.PeriodicJob{PeriodicSweep(schedule)}
 }

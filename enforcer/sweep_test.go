@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 )
 
@@ -22,9 +21,6 @@ func TestSweepThreeClientsAndTenManualSweeps(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2024, 11, 3, 15, 0, 0, 0, newYork) // the 25-hour day
 	e := newEnv(t, 50, newYork, now)
-	cfg, err := config.Load(nil, config.Options{Env: map[string]string{
-		"BILLING_ENFORCER_SCHEDULE": "@every 1s", "BILLING_SERVICE_DAY_TZ": "America/New_York"}})
-	require.NoError(t, err)
 
 	const players, perPlayer = 125, 4
 	var ids []int64
@@ -40,8 +36,8 @@ func TestSweepThreeClientsAndTenManualSweeps(t *testing.T) {
 	var clients []*river.Client[pgx.Tx]
 	for i := range 3 {
 		workers := river.NewWorkers()
-		periodic := enforcer.Register(workers, e.pool, e.wallet,
-			enforcer.Options{TZ: cfg.ServiceDayTZ, Now: e.clock.Now, Logger: quiet, Complete: cfg.BatchComplete}, cfg.EnforcerSchedule)
+		svc := enforcer.New(e.pool, e.wallet, enforcer.Options{TZ: newYork, Now: e.clock.Now, Logger: quiet})
+		periodic := enforcer.Register(workers, enforcer.WorkerOptions{Service: svc, Schedule: river.PeriodicInterval(time.Second)})
 		require.Len(t, periodic, 1)
 		clients = append(clients, e.client(clientOpts{id: fmt.Sprintf("worker-%d", i), workers: workers, periodic: periodic}))
 	}

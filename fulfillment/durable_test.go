@@ -15,6 +15,7 @@ import (
 	"github.com/fibe-dev/billing/internal/durable"
 	"github.com/fibe-dev/billing/internal/durable/durabletest"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // errorsSeen is a River error handler that hands each job error to a test.
@@ -47,7 +48,8 @@ func TestFulfilmentNotDurableFailsTheJob(t *testing.T) {
 	require.NoError(t, err)
 
 	seen := make(errorsSeen, 8)
-	opts := fulfillment.WorkerOptions{Pool: stranded, Logger: slog.New(slog.DiscardHandler)}
+	opts := fulfillment.WorkerOptions{Pool: stranded, Wallet: wallet.New(stranded, wallet.Options{}),
+		Logger: slog.New(slog.DiscardHandler)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, fulfillment.NewWorker(opts))
 	client, err := river.NewClient(riverpgxv5.New(stranded), &river.Config{

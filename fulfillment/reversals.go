@@ -102,7 +102,7 @@ type ReverseWorker struct {
 func NewReverseWorker(opts WorkerOptions) *ReverseWorker {
 	opts = opts.withDefaults()
 	return &ReverseWorker{pool: opts.Pool, logger: opts.Logger,
-		reverse: &reverser{wallet: wallet.New(opts.Pool, wallet.Options{SparksPerMana: opts.SparksPerMana}), now: opts.Now}}
+		reverse: &reverser{wallet: opts.Wallet, now: opts.Now}}
 }
 
 // Work records the reversal event and, when its payment is known, decides

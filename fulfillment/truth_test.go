@@ -199,7 +199,7 @@ func TestDecidePending(t *testing.T) {
 	_, err := e.pool.Exec(ctx, `INSERT INTO reversal_events (provider, event_id, reversal_id, payment_ref, kind, state,
 		amount, currency) VALUES ('stripe', 'migrated:1', 'charge:ch_6', 'pi_6', 'refund', 'succeeded', 5000, 'usd')`)
 	require.NoError(t, err)
-	w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: e.pool})
+	w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: e.pool, Wallet: wallet.New(e.pool, wallet.Options{})})
 	for range 2 { // the second run finds nothing left to decide
 		_, err := w.DecidePending(ctx)
 		require.NoError(t, err)

@@ -86,18 +86,30 @@ func init() {
 // currency differs from the order's snapshot.
 var ErrPaymentMismatch = errors.New("fulfillment: paid amount or currency does not match the order")
 
-// WorkerOptions configure NewWorker.
+// WorkerOptions configure NewWorker, NewReverseWorker and Register.
 type WorkerOptions struct {
-	Pool          *pgxpool.Pool
-	SparksPerMana int64
-	Logger        *slog.Logger
-	Now           func() time.Time
+	Pool *pgxpool.Pool
+	// Wallet mints and claws back Mana (required): the program's one store.
+	Wallet *wallet.Store
+	Logger *slog.Logger     // nil is slog.Default()
+	Now    func() time.Time // nil is time.Now
 	// Refunders refund unapplied payments, by provider; a provider without
 	// one leaves its unapplied payments for an operator.
 	Refunders map[string]Refunder
 }
 
+// Register adds the fulfill_order and reverse_payment workers to workers.
+// The payment path has no periodic job.
+func Register(workers *river.Workers, opts WorkerOptions) []*river.PeriodicJob {
+	river.AddWorker(workers, NewWorker(opts))
+	river.AddWorker(workers, NewReverseWorker(opts))
+	return nil
+}
+
 func (o WorkerOptions) withDefaults() WorkerOptions {
+	if o.Wallet == nil {
+		panic("fulfillment: WorkerOptions.Wallet is required")
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -121,11 +133,10 @@ type Worker struct {
 // NewWorker returns the fulfill_order worker.
 func NewWorker(opts WorkerOptions) *Worker {
 	opts = opts.withDefaults()
-	ws := wallet.New(opts.Pool, wallet.Options{SparksPerMana: opts.SparksPerMana})
 	return &Worker{
 		pool:      opts.Pool,
-		wallet:    ws,
-		reverse:   &reverser{wallet: ws, now: opts.Now},
+		wallet:    opts.Wallet,
+		reverse:   &reverser{wallet: opts.Wallet, now: opts.Now},
 		refunders: opts.Refunders,
 		logger:    opts.Logger,
 		now:       opts.Now,

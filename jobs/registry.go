@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -31,7 +32,9 @@ type Deps struct {
 
 // Registry builds the worker bundle and the periodic jobs of the worker
 // process. Every process that may win leader election must build the same
-// periodic jobs, so this is the only place they are declared.
+// periodic jobs, so this is the only place they are declared: one list,
+// each package's Register adding its workers and returning its periodic
+// jobs.
 func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	if deps.Now == nil {
 		deps.Now = time.Now
@@ -40,24 +43,24 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 		deps.Config = config.Default()
 	}
 	cfg := deps.Config
-	workers := river.NewWorkers()
-	river.AddWorker(workers, &NoopWorker{})
-	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{
-		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now,
-		Refunders: provider.Select[fulfillment.Refunder](deps.Providers)}))
-	river.AddWorker(workers, fulfillment.NewReverseWorker(fulfillment.WorkerOptions{
-		Pool: deps.Pool, SparksPerMana: cfg.SparksPerMana, Logger: deps.Logger, Now: deps.Now}))
-	playground.AddWorkers(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now})
-	river.AddWorker(workers, &idempotency.ReapWorker{Store: idempotency.NewStore(deps.Pool, 0), Now: deps.Now})
-	periodic := []*river.PeriodicJob{idempotency.PeriodicReap()}
 	schedule := cfg.EnforcerSchedule
 	if schedule == nil { // a Config built by hand (tests) has no parsed schedule
 		schedule = config.Default().EnforcerSchedule
 	}
 	w := wallet.New(deps.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
-	periodic = append(periodic, enforcer.Register(workers, deps.Pool, w, enforcer.Options{TZ: cfg.ServiceDayTZ,
-		Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead, Complete: cfg.BatchComplete}, schedule)...)
-	periodic = append(periodic, reconcile.Register(workers, deps.Pool, provider.Select[reconcile.Lister](deps.Providers),
-		cfg, deps.Now, deps.Logger)...)
+	funding := enforcer.Options{TZ: cfg.ServiceDayTZ, Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead,
+		Complete: cfg.BatchComplete}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &NoopWorker{})
+	periodic := slices.Concat(
+		fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: deps.Pool, Wallet: w, Logger: deps.Logger,
+			Now: deps.Now, Refunders: provider.Select[fulfillment.Refunder](deps.Providers)}),
+		playground.Register(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now}),
+		idempotency.Register(workers, idempotency.WorkerOptions{Pool: deps.Pool, Now: deps.Now}),
+		enforcer.Register(workers, enforcer.WorkerOptions{Service: enforcer.New(deps.Pool, w, funding), Schedule: schedule}),
+		reconcile.Register(workers, reconcile.WorkerOptions{Pool: deps.Pool,
+			Listers: provider.Select[reconcile.Lister](deps.Providers), Schedule: cfg.ReconcileSchedule,
+			RunTimeout: cfg.ReconcileTimeout, Now: deps.Now, Logger: deps.Logger}),
+	)
 	return workers, periodic
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 func newPaymentsCmd() *cobra.Command {
@@ -79,7 +80,7 @@ decided twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-				w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, SparksPerMana: cfg.SparksPerMana,
+				w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, Wallet: wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}),
 					Logger: newLogger(cfg, cmd.ErrOrStderr())})
 				n, err := w.DecidePending(ctx)
 				if err != nil {

@@ -194,7 +194,7 @@ func (f *fundingRun) fundDays(ctx context.Context, marquees []int64) (*Report, e
 		workers := river.NewWorkers()
 		svc := enforcer.New(pool, wallet.New(pool, wallet.Options{SparksPerMana: f.env.Config.SparksPerMana}),
 			enforcer.Options{TZ: f.env.Config.ServiceDayTZ, Logger: f.logger})
-		enforcer.AddWorkers(workers, svc)
+		enforcer.Register(workers, enforcer.WorkerOptions{Service: svc})
 		return workers
 	}, jobs.QueueFunding, f.qc, args, f.logger)
 }

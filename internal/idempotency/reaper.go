@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 )
 
@@ -36,6 +37,19 @@ func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 		return err
 	}
 	return river.RecordOutput(ctx, map[string]int64{"deleted": n})
+}
+
+// WorkerOptions configure Register.
+type WorkerOptions struct {
+	Pool *pgxpool.Pool
+	// Now is the reaper's clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Register adds the reaper to workers and returns its periodic job.
+func Register(workers *river.Workers, opts WorkerOptions) []*river.PeriodicJob {
+	river.AddWorker(workers, &ReapWorker{Store: NewStore(opts.Pool, 0), Now: opts.Now})
+	return []*river.PeriodicJob{PeriodicReap()}
 }
 
 // PeriodicReap runs the reaper hourly, and once when a leader starts.

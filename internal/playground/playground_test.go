@@ -106,7 +106,7 @@ func TestWorkersRecordTransitions(t *testing.T) {
 
 	opts := playground.WorkerOptions{Pool: f.pool, Now: func() time.Time { return f.now.Add(time.Minute) }}
 	workers := river.NewWorkers()
-	playground.AddWorkers(workers, opts)
+	require.Empty(t, playground.Register(workers, opts), "playgrounds have no periodic job")
 	// A real River client, so each worker completes its job with JobCompleteTx in its own transaction.
 	client, err := river.NewClient(riverpgxv5.New(f.pool), &river.Config{Workers: workers,
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}}, FetchPollInterval: 100 * time.Millisecond})

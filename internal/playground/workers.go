@@ -52,14 +52,16 @@ type WorkerOptions struct {
 	Now func() time.Time
 }
 
-// AddWorkers registers the create, restart and sync workers.
-func AddWorkers(workers *river.Workers, opts WorkerOptions) {
+// Register adds the create, restart and sync workers to workers.
+// Playgrounds have no periodic job.
+func Register(workers *river.Workers, opts WorkerOptions) []*river.PeriodicJob {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	river.AddWorker(workers, &CreateWorker{opts: opts})
 	river.AddWorker(workers, &RestartWorker{opts: opts})
 	river.AddWorker(workers, &SyncWorker{opts: opts})
+	return nil
 }
 
 // CreateWorker works CreateArgs.

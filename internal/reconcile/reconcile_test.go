@@ -19,7 +19,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/audit"
@@ -61,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(e.fake.Close)
 	e.rec = reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: fakeListers(e.fake.URL)})
 	e.hooks = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Logger: discard,
-		Providers: provider.Select[webhook.Intake](drivers.New(fakeConfig(e.fake.URL).ProviderOptions()))}))
+		Providers: provider.Select[webhook.Intake](drivers.New(fakeProviders(e.fake.URL)))}))
 	t.Cleanup(e.hooks.Close)
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
@@ -69,18 +68,22 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// fakeConfig points Stripe's and Paddle's APIs at the fake at url.
-func fakeConfig(url string) *config.Config {
-	return &config.Config{StripeSecretKey: "sk_test_rec", StripeAPIURL: url, PaddleAPIKey: "pdl_key", PaddleAPIURL: url,
-		StripeSecrets: secrets["stripe"], PaddleSecrets: secrets["paddle"], CreemSecrets: secrets["creem"]}
+// fakeProviders are the drivers' options with Stripe's and Paddle's APIs
+// pointed at the fake at url.
+func fakeProviders(url string) map[string]provider.Options {
+	return map[string]provider.Options{
+		provider.Stripe: {APIKey: "sk_test_rec", APIURL: url, WebhookSecrets: secrets["stripe"]},
+		provider.Paddle: {APIKey: "pdl_key", APIURL: url, WebhookSecrets: secrets["paddle"]},
+		provider.Creem:  {WebhookSecrets: secrets["creem"]},
+	}
 }
 
 // fakeListers are the drivers, Stripe's and Paddle's pointed at the fake at url.
-func fakeListers(url string) map[string]reconcile.Lister { return listersOf(fakeConfig(url)) }
+func fakeListers(url string) map[string]reconcile.Lister { return listersOf(fakeProviders(url)) }
 
-// listersOf are the drivers of cfg, as the worker builds them.
-func listersOf(cfg *config.Config) map[string]reconcile.Lister {
-	return provider.Select[reconcile.Lister](drivers.New(cfg.ProviderOptions()))
+// listersOf are the drivers of opts, as the worker builds them.
+func listersOf(opts map[string]provider.Options) map[string]reconcile.Lister {
+	return provider.Select[reconcile.Lister](drivers.New(opts))
 }
 
 func startRiver(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
@@ -271,7 +274,7 @@ func reconcileOnOtherProcess(t *testing.T, e *env) process {
 
 func TestReconcileRefusesUnlistableProviders(t *testing.T) {
 	t.Parallel()
-	rec := reconcile.New(reconcile.Options{Logger: discard, Listers: listersOf(&config.Config{})})
+	rec := reconcile.New(reconcile.Options{Logger: discard, Listers: listersOf(nil)})
 	_, err := rec.Run(context.Background(), nil, "creem", time.Now(), true)
 	require.ErrorIs(t, err, provider.ErrNoListing)
 	_, err = rec.Run(context.Background(), nil, "stripe", time.Now(), true)
@@ -286,17 +289,15 @@ func TestPeriodicReconciliation(t *testing.T) {
 	pool := testdb.New(t)
 	fake := providerfake.Start()
 	t.Cleanup(fake.Close)
-	sched, err := config.ParseSchedule("@every 1s")
-	require.NoError(t, err)
-	cfg := &config.Config{StripeSecretKey: "sk_test_periodic", StripeAPIURL: fake.URL,
-		PaddleAPIKey: "pdl_periodic", PaddleAPIURL: fake.URL, ReconcileSchedule: sched}
+	sched := river.PeriodicInterval(time.Second)
+	keys := map[string]provider.Options{provider.Stripe: {APIKey: "sk_test_periodic", APIURL: fake.URL},
+		provider.Paddle: {APIKey: "pdl_periodic", APIURL: fake.URL}}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
-	periodic := reconcile.Register(workers, pool, listersOf(cfg), cfg, time.Now, discard)
+	fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: pool, Wallet: wallet.New(pool, wallet.Options{}), Logger: discard})
+	periodic := reconcile.Register(workers, reconcile.WorkerOptions{Pool: pool, Listers: listersOf(keys), Schedule: sched, Logger: discard})
 	require.Len(t, periodic, 2, "stripe and paddle list events; creem has no key and no listing")
-	noKeys := &config.Config{ReconcileSchedule: sched}
-	require.Empty(t, reconcile.Register(river.NewWorkers(), pool, listersOf(noKeys), noKeys, time.Now, discard),
-		"no API key, no periodic job")
+	require.Empty(t, reconcile.Register(river.NewWorkers(), reconcile.WorkerOptions{Pool: pool, Listers: listersOf(nil),
+		Schedule: sched, Logger: discard}), "no API key, no periodic job")
 
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
@@ -335,10 +336,11 @@ func TestRescuedRunRecoversSoon(t *testing.T) {
 	pool := testdb.New(t)
 	fake := providerfake.Start()
 	t.Cleanup(fake.Close)
-	cfg := &config.Config{StripeSecretKey: "sk_test_rescue", StripeAPIURL: fake.URL, ReconcileTimeout: 2 * time.Second}
+	keys := map[string]provider.Options{provider.Stripe: {APIKey: "sk_test_rescue", APIURL: fake.URL}}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, fulfillment.NewWorker(fulfillment.WorkerOptions{Pool: pool, Logger: discard}))
-	require.Empty(t, reconcile.Register(workers, pool, listersOf(cfg), cfg, time.Now, discard), "no schedule, no periodic job")
+	fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: pool, Wallet: wallet.New(pool, wallet.Options{}), Logger: discard})
+	require.Empty(t, reconcile.Register(workers, reconcile.WorkerOptions{Pool: pool, Listers: listersOf(keys),
+		RunTimeout: 2 * time.Second, Logger: discard}), "no schedule, no periodic job")
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues: map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2},

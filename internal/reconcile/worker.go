@@ -11,7 +11,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/provider"
 )
 
@@ -78,27 +77,41 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	return err
 }
 
+// WorkerOptions configure Register.
+type WorkerOptions struct {
+	Pool *pgxpool.Pool
+	// Listers list events, by provider (provider.Select of the program's
+	// registry).
+	Listers map[string]Lister
+	// Schedule is when the leader reconciles each provider that lists
+	// events; nil declares no periodic run.
+	Schedule river.PeriodicSchedule
+	// RunTimeout bounds one run; 0 means DefaultTimeout.
+	RunTimeout time.Duration
+	Now        func() time.Time // nil is time.Now
+	Logger     *slog.Logger     // nil is slog.Default()
+}
+
 // Register adds the reconcile worker to workers and returns one periodic
-// job per provider of listers that lists events (its API does, and its
-// driver has an API key), on cfg's reconcile schedule. Only River's leader
+// job per provider of opts.Listers that lists events (its API does, and
+// its driver has an API key), on opts.Schedule. Only River's leader
 // inserts periodic jobs, so one process reconciles at a time.
-func Register(workers *river.Workers, pool *pgxpool.Pool, listers map[string]Lister, cfg *config.Config,
-	now func() time.Time, logger *slog.Logger) []*river.PeriodicJob {
-	w := &Worker{Reconciler: New(Options{Pool: pool, Listers: listers, Logger: logger}),
-		Window: DefaultWindow, Now: now}
-	if cfg != nil {
-		w.RunTimeout = cfg.ReconcileTimeout
+func Register(workers *river.Workers, opts WorkerOptions) []*river.PeriodicJob {
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
+	w := &Worker{Reconciler: New(Options{Pool: opts.Pool, Listers: opts.Listers, Logger: opts.Logger}),
+		Window: DefaultWindow, Now: opts.Now, RunTimeout: opts.RunTimeout}
 	river.AddWorker(workers, w)
-	if cfg == nil || cfg.ReconcileSchedule == nil {
+	if opts.Schedule == nil {
 		return nil
 	}
 	var periodic []*river.PeriodicJob
 	for _, p := range provider.Names() {
-		if l := listers[p]; l == nil || l.Available(provider.Listing) != nil {
+		if l := opts.Listers[p]; l == nil || l.Available(provider.Listing) != nil {
 			continue
 		}
-		periodic = append(periodic, river.NewPeriodicJob(cfg.ReconcileSchedule,
+		periodic = append(periodic, river.NewPeriodicJob(opts.Schedule,
 			func() (river.JobArgs, *river.InsertOpts) { return Args{Provider: p}, nil },
 			&river.PeriodicJobOpts{ID: "reconcile_" + p}))
 	}
