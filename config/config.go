@@ -3,6 +3,11 @@
 // Precedence is flags > environment (BILLING_*) > an optional billing.yaml >
 // built-in defaults, so that every command works without a file. Validation
 // returns one line naming the offending key; nothing here panics.
+//
+// It parses into plain values and imports no package of billing: cmd/billing
+// is the only importer, and turns a Config into the packages' own Options
+// (the catalogue's SKUs, the Marquee plans, the provider drivers' options,
+// the batch completion mode).
 package config
 
 import (
@@ -17,10 +22,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-
-	"github.com/fibe-dev/billing/enforcer"
-	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/rivercomplete"
 )
 
 // Keys, as they appear in billing.yaml; the environment variable is
@@ -104,10 +105,13 @@ type Config struct {
 	// BatchComplete is how a group-committed batch of fund_day jobs is
 	// completed: pilot (one statement, River's unstable pilot API; the
 	// default) or per_job (river.JobCompleteTx per job, the fallback if a
-	// River upgrade breaks the pilot's contract test).
-	BatchComplete rivercomplete.Mode
-	SKUs          map[string]fulfillment.SKU
-	Plans         map[string]enforcer.Plan
+	// River upgrade breaks the pilot's contract test). cmd/billing checks
+	// the mode (package rivercomplete knows them).
+	BatchComplete string
+	// SKUs and Plans are billing.yaml's catalogue and Marquee plans; nil
+	// when the file defines none (the built-in ones then apply).
+	SKUs  map[string]SKU
+	Plans map[string]Plan
 	// Provider API credentials and endpoints. A provider without a key
 	// cannot be chosen for a checkout, nor reconciled.
 	StripeSecretKey string
@@ -128,10 +132,6 @@ type Config struct {
 	// so a run on a worker killed mid-listing blocks the next run (one per
 	// provider at a time) for this long plus rescue_stuck_jobs_after.
 	ReconcileTimeout time.Duration
-	// DevCheckoutURL is set by `billing dev` only (no key, no variable):
-	// the base URL at which a provider without an API key gets a local,
-	// simulated hosted checkout page instead of answering 422.
-	DevCheckoutURL string
 	// RateLimit bounds each player's requests to the API (BILLING_RATE_LIMIT).
 	RateLimit RateLimit
 }
@@ -150,20 +150,6 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrMissing is wrapped by an *Error for a required key that has no value.
 var ErrMissing = errors.New("is required")
-
-// Default is the configuration of the built-in defaults alone (no file, no
-// environment, no database URL): what a caller given no configuration
-// uses, so that every default lives here once.
-func Default() *Config {
-	v := viper.New()
-	setDefaults(v)
-	c, err := decode(v, Options{})
-	if err != nil {
-		// The defaults are constants that TestDefault decodes: unreachable.
-		panic(fmt.Sprintf("config: built-in defaults do not decode: %v", err))
-	}
-	return c
-}
 
 // BindFlags declares the flags shared by every command on fs.
 func BindFlags(fs *pflag.FlagSet) {
@@ -230,7 +216,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyJobTimeout, "1m")
 	v.SetDefault(KeyRescueAfter, "5m")
 	v.SetDefault(KeyFundAhead, "0s")
-	v.SetDefault(KeyBatchComplete, string(rivercomplete.ModePilot))
+	v.SetDefault(KeyBatchComplete, "pilot")
 	v.SetDefault(KeyStripeAPIURL, DefaultStripeAPIURL)
 	v.SetDefault(KeyPaddleEnvironment, "production")
 	v.SetDefault(KeyCreemAPIURL, DefaultCreemAPIURL)
@@ -321,9 +307,7 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 	if c.FundAhead, err = time.ParseDuration(v.GetString(KeyFundAhead)); err != nil || c.FundAhead < 0 || c.FundAhead > 12*time.Hour {
 		return nil, &Error{Key: KeyFundAhead, Err: fmt.Errorf("want a duration from 0s (off) to 12h such as 15m, got %q", v.GetString(KeyFundAhead))}
 	}
-	if c.BatchComplete, err = rivercomplete.ParseMode(strings.TrimSpace(v.GetString(KeyBatchComplete))); err != nil {
-		return nil, &Error{Key: KeyBatchComplete, Err: err}
-	}
+	c.BatchComplete = strings.TrimSpace(v.GetString(KeyBatchComplete))
 	if c.RescueAfter < c.JobTimeout {
 		return nil, &Error{Key: KeyRescueAfter, Err: fmt.Errorf("must be at least job_timeout (%v)", c.JobTimeout)}
 	}
@@ -407,10 +391,28 @@ func (c *Config) validateDatabase(required bool) error {
 	return nil
 }
 
+// SKU is one entry of billing.yaml's skus: a Mana pack, what it costs in a
+// provider currency (minor units; a 3-letter code, stored lower case) and
+// the Mana it grants, with its optional product name and provider
+// catalogue ids.
+type SKU struct {
+	Amount         int64  `mapstructure:"amount"`
+	Currency       string `mapstructure:"currency"`
+	Mana           int64  `mapstructure:"mana"`
+	Name           string `mapstructure:"name"`
+	CreemProductID string `mapstructure:"creem_product_id"`
+	PaddlePriceID  string `mapstructure:"paddle_price_id"`
+}
+
+// Plan is one entry of billing.yaml's plans: a Marquee's price per
+// service day in Sparks.
+type Plan struct {
+	DailySparks int64 `mapstructure:"daily_sparks"`
+}
+
 func (c *Config) decodeCatalogue(v *viper.Viper) error {
-	c.SKUs = fulfillment.DefaultSKUs()
 	if v.IsSet(KeySKUs) {
-		c.SKUs = map[string]fulfillment.SKU{}
+		c.SKUs = map[string]SKU{}
 		if err := v.UnmarshalKey(KeySKUs, &c.SKUs); err != nil {
 			return &Error{Key: KeySKUs, Err: err}
 		}
@@ -423,9 +425,8 @@ func (c *Config) decodeCatalogue(v *viper.Viper) error {
 		}
 		c.SKUs[name] = s
 	}
-	c.Plans = enforcer.DefaultPlans()
 	if v.IsSet(KeyPlans) {
-		c.Plans = map[string]enforcer.Plan{}
+		c.Plans = map[string]Plan{}
 		if err := v.UnmarshalKey(KeyPlans, &c.Plans); err != nil {
 			return &Error{Key: KeyPlans, Err: err}
 		}

@@ -11,9 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/enforcer"
-	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/rivercomplete"
 )
 
 func TestLoadValidation(t *testing.T) {
@@ -79,38 +76,11 @@ func TestDefaults(t *testing.T) {
 	require.EqualValues(t, 1, c.SparksPerMana)
 	require.Zero(t, c.FundAhead, "funding ahead is opt-in")
 	require.Equal(t, []string{"whsec_old", "whsec_new"}, c.StripeSecrets)
-	require.Equal(t, fulfillment.SKU{Amount: 999, Currency: "usd", Mana: 1000}, c.SKUs["mana_1000"])
-	require.Equal(t, fulfillment.SKU{Amount: 3999, Currency: "usd", Mana: 5000}, c.SKUs["mana_5000"])
-	require.EqualValues(t, 100, c.Plans["standard"].DailySparks)
+	require.Nil(t, c.SKUs, "no file catalogue: cmd/billing applies the built-in one")
+	require.Nil(t, c.Plans, "no file plans: cmd/billing applies the built-in ones")
+	require.Equal(t, "pilot", c.BatchComplete)
 	require.Empty(t, c.StripeSecretKey, "no Stripe API calls without a key")
 	require.Equal(t, "https://api.stripe.com", c.StripeAPIURL)
-}
-
-// TestDefault: config.Default is what Load gives with no file and no
-// environment, so a caller without configuration gets the same defaults.
-func TestDefault(t *testing.T) {
-	t.Parallel()
-	loaded, err := config.Load(nil, config.Options{Env: map[string]string{}})
-	require.NoError(t, err)
-	def := config.Default()
-	require.Equal(t, loaded.EnforcerSpec, def.EnforcerSpec)
-	def.EnforcerSchedule, loaded.EnforcerSchedule = nil, nil // funcs of equal specs
-	require.Equal(t, loaded, def)
-	require.Equal(t, rivercomplete.ModePilot, def.BatchComplete)
-	require.Equal(t, fulfillment.DefaultSKUs(), def.SKUs)
-	require.Equal(t, enforcer.DefaultPlans(), def.Plans)
-}
-
-func TestBatchComplete(t *testing.T) {
-	t.Parallel()
-	c, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_BATCH_COMPLETE": "per_job"}})
-	require.NoError(t, err)
-	require.Equal(t, rivercomplete.ModePerJob, c.BatchComplete)
-	_, err = config.Load(nil, config.Options{Env: map[string]string{"BILLING_BATCH_COMPLETE": "each"}})
-	var cerr *config.Error
-	require.ErrorAs(t, err, &cerr)
-	require.Equal(t, config.KeyBatchComplete, cerr.Key)
-	require.ErrorIs(t, err, rivercomplete.ErrMode)
 }
 
 func TestFileAndPrecedence(t *testing.T) {
@@ -132,7 +102,7 @@ plans:
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9100", c.HTTPAddr, "env beats file")
 	require.Equal(t, "Europe/Berlin", c.ServiceDayTZ.String())
-	require.Equal(t, fulfillment.SKU{Amount: 500, Currency: "eur", Mana: 700}, c.SKUs["gold"])
+	require.Equal(t, config.SKU{Amount: 500, Currency: "eur", Mana: 700}, c.SKUs["gold"])
 	require.NotContains(t, c.SKUs, "mana_1000", "a file catalogue replaces the defaults")
 	require.EqualValues(t, 250, c.Plans["big"].DailySparks)
 
@@ -192,7 +162,7 @@ func TestSKUProviderIDs(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("skus:\n  mana_1000: {amount: 999, currency: USD, mana: 1000, name: Starter, creem_product_id: prod_1, paddle_price_id: pri_1}\n"), 0o644))
 	c, err := config.LoadFile(path, config.Options{Env: map[string]string{}})
 	require.NoError(t, err)
-	require.Equal(t, fulfillment.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
+	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
 		PaddlePriceID: "pri_1"}, c.SKUs["mana_1000"])
 }
 

@@ -12,16 +12,13 @@ import (
 // the web process's database connections.
 const DefaultRateLimit = "200/s burst 400 concurrent 8"
 
-// RateLimit bounds what one player (one API key's owner) may ask of the
-// API, so that one tenant cannot starve the others. The zero value limits
-// nothing.
+// RateLimit is rate_limit as parsed: a token bucket of PerSecond requests
+// a second on average and Burst at once (PerSecond 0: none), and at most
+// Concurrent requests in flight (0: unbounded), per player. The zero value
+// is "off". What the API does with it is package httpapi's RateLimit.
 type RateLimit struct {
-	// PerSecond and Burst are a token bucket: requests are admitted at
-	// PerSecond on average, Burst at once. PerSecond 0: no bucket.
-	PerSecond float64
-	Burst     int
-	// Concurrent bounds one player's requests in flight (and so the
-	// database connections they hold); more wait their turn. 0: unbounded.
+	PerSecond  float64
+	Burst      int
 	Concurrent int
 }
 

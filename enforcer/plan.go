@@ -1,10 +1,10 @@
 package enforcer
 
 // Plan is a Marquee plan: its price per service day in Sparks.
-// billing.yaml's plans parse into it (package config); a Marquee copies
-// the price at creation.
+// cmd/billing makes billing.yaml's plans into Plans; a Marquee copies the
+// price at creation.
 type Plan struct {
-	DailySparks int64 `mapstructure:"daily_sparks"`
+	DailySparks int64
 }
 
 // DefaultPlans is the built-in plan catalogue, used when billing.yaml

@@ -31,11 +31,11 @@ type Options struct {
 	// FundBatch caps how many fund_day jobs are funded in one transaction;
 	// 0 is DefaultFundBatch.
 	FundBatch int
-	// Complete is how a batch's fund_day jobs are completed (config's
-	// batch_complete); "" is rivercomplete.ModePilot.
+	// Complete is how a batch's fund_day jobs are completed
+	// (BILLING_BATCH_COMPLETE); "" is rivercomplete.ModePilot.
 	Complete rivercomplete.Mode
 	// FundAhead, when positive, makes each periodic sweep within FundAhead
-	// of midnight also fund the next day (SweepTick); config's fund_ahead.
+	// of midnight also fund the next day (SweepTick; BILLING_FUND_AHEAD).
 	FundAhead time.Duration
 }
 

@@ -3,21 +3,21 @@ package fulfillment
 import "github.com/fibe-dev/billing/internal/provider"
 
 // SKU is a purchasable Mana pack: what it costs in a provider currency and
-// how much Mana it grants. billing.yaml's skus parse into it (package
-// config); an order snapshots it at checkout.
+// how much Mana it grants. cmd/billing makes billing.yaml's skus into SKUs;
+// an order snapshots one at checkout.
 type SKU struct {
-	Amount   int64  `mapstructure:"amount"`   // minor units, e.g. cents
-	Currency string `mapstructure:"currency"` // ISO 4217, lower case
-	Mana     int64  `mapstructure:"mana"`
+	Amount   int64  // minor units, e.g. cents
+	Currency string // ISO 4217, lower case
+	Mana     int64
 	// Name is the product name shown on the provider's checkout (default:
 	// the SKU's key).
-	Name string `mapstructure:"name"`
+	Name string
 	// CreemProductID is the Creem product a checkout of this SKU names
 	// (Creem prices by product): required to sell it through Creem.
-	CreemProductID string `mapstructure:"creem_product_id"`
+	CreemProductID string
 	// PaddlePriceID, when set, makes Paddle checkouts use this catalogue
 	// price instead of a non-catalogue price made from the snapshot.
-	PaddlePriceID string `mapstructure:"paddle_price_id"`
+	PaddlePriceID string
 }
 
 // ProductName is what the customer sees on the provider's page: Name, or

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/idempotency"
@@ -18,16 +17,30 @@ import (
 	"github.com/fibe-dev/billing/wallet"
 )
 
-// Deps are what the domain workers need.
+// Deps are what the domain workers need. cmd/billing builds them from the
+// configuration; tests build them by hand.
 type Deps struct {
-	Pool   *pgxpool.Pool
-	Config *config.Config
-	Logger *slog.Logger
+	Pool *pgxpool.Pool
+	// Wallet is the program's one wallet store (required): fulfilment,
+	// reversals and funding post through it.
+	Wallet *wallet.Store
+	Logger *slog.Logger // nil is slog.Default()
 	// Now is the clock every worker and periodic job uses; nil is time.Now.
 	Now func() time.Time
 	// Providers are the program's provider drivers: they refund unapplied
 	// payments and list events for reconciliation. nil: none.
 	Providers *provider.Registry
+	// Enforcer configures the funding service (time zone, fund-ahead,
+	// batch completion); its Now and Logger are these Deps'.
+	Enforcer enforcer.Options
+	// SweepSchedule is when the elected leader sweeps for Marquees to
+	// fund; nil declares no periodic sweep (a process that only works jobs).
+	SweepSchedule river.PeriodicSchedule
+	// ReconcileSchedule is when the leader reconciles each provider that
+	// lists events; nil declares no periodic reconciliation.
+	// ReconcileTimeout bounds one run (0: reconcile.DefaultTimeout).
+	ReconcileSchedule river.PeriodicSchedule
+	ReconcileTimeout  time.Duration
 }
 
 // Registry builds the worker bundle and the periodic jobs of the worker
@@ -39,28 +52,20 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	if deps.Config == nil {
-		deps.Config = config.Default()
-	}
-	cfg := deps.Config
-	schedule := cfg.EnforcerSchedule
-	if schedule == nil { // a Config built by hand (tests) has no parsed schedule
-		schedule = config.Default().EnforcerSchedule
-	}
-	w := wallet.New(deps.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
-	funding := enforcer.Options{TZ: cfg.ServiceDayTZ, Now: deps.Now, Logger: deps.Logger, FundAhead: cfg.FundAhead,
-		Complete: cfg.BatchComplete}
+	funding := deps.Enforcer
+	funding.Now, funding.Logger = deps.Now, deps.Logger
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &NoopWorker{})
 	periodic := slices.Concat(
-		fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: deps.Pool, Wallet: w, Logger: deps.Logger,
+		fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: deps.Pool, Wallet: deps.Wallet, Logger: deps.Logger,
 			Now: deps.Now, Refunders: provider.Select[fulfillment.Refunder](deps.Providers)}),
 		playground.Register(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now}),
 		idempotency.Register(workers, idempotency.WorkerOptions{Pool: deps.Pool, Now: deps.Now}),
-		enforcer.Register(workers, enforcer.WorkerOptions{Service: enforcer.New(deps.Pool, w, funding), Schedule: schedule}),
+		enforcer.Register(workers, enforcer.WorkerOptions{Service: enforcer.New(deps.Pool, deps.Wallet, funding),
+			Schedule: deps.SweepSchedule}),
 		reconcile.Register(workers, reconcile.WorkerOptions{Pool: deps.Pool,
-			Listers: provider.Select[reconcile.Lister](deps.Providers), Schedule: cfg.ReconcileSchedule,
-			RunTimeout: cfg.ReconcileTimeout, Now: deps.Now, Logger: deps.Logger}),
+			Listers: provider.Select[reconcile.Lister](deps.Providers), Schedule: deps.ReconcileSchedule,
+			RunTimeout: deps.ReconcileTimeout, Now: deps.Now, Logger: deps.Logger}),
 	)
 	return workers, periodic
 }

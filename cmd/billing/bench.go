@@ -43,15 +43,16 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 				return err
 			}
 			logger := newLogger(cfg, os.Stderr)
-			env := bench.Env{DatabaseURL: cfg.DatabaseURL, Config: cfg, Clients: clients,
-				Duration: duration, Logger: logger, Progress: os.Stderr}
+			env := bench.Env{DatabaseURL: cfg.DatabaseURL, WalletOptions: walletOptions(cfg), TZ: cfg.ServiceDayTZ,
+				SKUs: skus(cfg), StripeSecrets: cfg.StripeSecrets, Clients: clients, Duration: duration, Logger: logger,
+				Progress: os.Stderr}
 			if !b.OwnDatabases {
 				pool, err := openPool(cmd.Context(), cfg.DatabaseURL, int32(clients*2+10))
 				if err != nil {
 					return err
 				}
 				defer pool.Close()
-				env.Pool = pool
+				env.Pool, env.Wallet = pool, newWallet(pool, cfg)
 			}
 			stop, err := startCPUProfile(cpuProfile)
 			if err != nil {

@@ -29,7 +29,7 @@ func newDebtsListCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-				ds, err := wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}).Debts(ctx)
+				ds, err := newWallet(pool, cfg).Debts(ctx)
 				if err != nil {
 					return err
 				}
@@ -73,7 +73,7 @@ The key is spent whatever it found (0 Mana when nothing was owed): the same
 				return fmt.Errorf("--reason is required")
 			}
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-				f, err := wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}).ForgiveDebt(ctx, player, key, reason)
+				f, err := newWallet(pool, cfg).ForgiveDebt(ctx, player, key, reason)
 				if err != nil {
 					return err
 				}

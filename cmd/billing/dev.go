@@ -96,7 +96,7 @@ func (o *devOptions) checkPort() error {
 // devConfig is dev's configuration: the web process's, but listening on
 // loopback unless told otherwise.
 func devConfig(cmd *cobra.Command) (*config.Config, error) {
-	return config.Load(cmd.Flags(), config.Options{HTTPAddr: config.DevHTTPAddr})
+	return load(cmd.Flags(), config.Options{HTTPAddr: config.DevHTTPAddr})
 }
 
 func runDev(ctx context.Context, cmd *cobra.Command, o devOptions) error {
@@ -165,18 +165,22 @@ func serveDev(ctx context.Context, out io.Writer, cfg *config.Config, ln net.Lis
 		return err
 	}
 	defer stopOps()
-	if b.seed, err = seedDemo(ctx, pool, cfg, b.dir, b.addr); err != nil {
+	if b.seed, err = loadDemo(ctx, pool, b.dir); err != nil {
 		return err
 	}
-	// Providers without an API key get the simulated checkout page.
-	cfg.DevCheckoutURL = b.api
+	// Before the drivers are built: they verify deliveries with these.
+	b.seed.useDevSecrets(cfg)
+	a := newApp(cfg, pool)
+	if err := b.seed.seed(ctx, a, b.dir, b.addr); err != nil {
+		return err
+	}
 	b.metrics = devURL(metricsAddr)
 	b.print(out)
 
-	providers := newProviders(cfg)
+	web, worker := base.With("process", "web"), base.With("process", "worker")
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return runWeb(gctx, cfg, providers, pool, ln, base.With("process", "web")) })
-	g.Go(func() error { return runWorker(gctx, cfg, providers, pool, base.With("process", "worker")) })
+	g.Go(func() error { return runWeb(gctx, a, withDevCheckout(a, a.apiOptions(web), b.api, web), ln, web) })
+	g.Go(func() error { return runWorker(gctx, a, worker) })
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
 		err = nil

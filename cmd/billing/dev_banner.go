@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/devcheckout"
 )
 
 // modulePath is this repository's Go module, which the SDK snippet requires.
@@ -44,12 +45,10 @@ at this database; the URL is also in %s:
   export BILLING_DATABASE_URL=%s
 `, b.urlFile, shellQuote(b.cfg.DatabaseURL))
 	}
-	if b.cfg.DevCheckoutURL != "" {
-		fmt.Fprintf(w, `Buy in a browser: POST /v1/checkouts answers a checkout_url; for a provider
-without an API key it is a simulated page here (%s/dev/checkout/<order>)
+	fmt.Fprintf(w, `Buy in a browser: POST /v1/checkouts answers a checkout_url; for a provider
+without an API key it is a simulated page here (%s%s<order>)
 whose Pay button sends the provider's signed webhook to this server.
-`, b.cfg.DevCheckoutURL)
-	}
+`, b.api, devcheckout.Path)
 	b.seed.print(w, b.api)
 	b.seed.printSDK(w, b.api, moduleRoot())
 	if b.more != nil {

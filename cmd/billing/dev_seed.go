@@ -51,51 +51,53 @@ const (
 	seedDeadline = 30 * time.Second
 )
 
-// seedDemo also points cfg at the dev webhook secrets (see useDevSecrets)
-// and records addr, the address billing dev listens on.
-func seedDemo(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, dir, addr string) (*demoSeed, error) {
-	path := filepath.Join(dir, "demo.json")
+// loadDemo reads the seed kept in <dir>/demo.json; a new one when there is
+// none or it belongs to another database.
+func loadDemo(ctx context.Context, pool *pgxpool.Pool, dir string) (*demoSeed, error) {
 	var seed demoSeed
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &seed) == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, "demo.json")); err == nil && json.Unmarshal(b, &seed) == nil {
 		if id, err := players.Authenticate(ctx, pool, seed.APIKey); err != nil || id != seed.PlayerID {
 			seed = demoSeed{} // another database: start over
 		}
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	if seed.PlayerID == 0 {
-		p, key, err := players.Create(ctx, pool, "demo")
+	return &seed, nil
+}
+
+// seed creates what the demo lacks (the player, its paid order and funded
+// Marquee) through a, records addr, the address billing dev listens on,
+// and keeps the seed in <dir>/demo.json.
+func (s *demoSeed) seed(ctx context.Context, a *app, dir, addr string) error {
+	if s.PlayerID == 0 {
+		p, key, err := players.Create(ctx, a.pool, "demo")
 		if err != nil {
-			return nil, fmt.Errorf("seed demo player: %w", err)
+			return fmt.Errorf("seed demo player: %w", err)
 		}
-		seed = demoSeed{PlayerID: p.ID, APIKey: key}
+		*s = demoSeed{PlayerID: p.ID, APIKey: key, WebhookSecrets: s.WebhookSecrets}
 	}
-	if seed.OrderID == 0 || seed.MarqueeID == 0 {
+	if s.OrderID == 0 || s.MarqueeID == 0 {
 		ctx, cancel := context.WithTimeout(ctx, seedDeadline)
 		defer cancel()
-		if err := seed.seedMoney(ctx, pool, cfg); err != nil {
-			return nil, fmt.Errorf("seed demo: %w", err)
+		if err := s.seedMoney(ctx, a); err != nil {
+			return fmt.Errorf("seed demo: %w", err)
 		}
 	}
-	seed.URL = devURL(addr)
-	seed.useDevSecrets(cfg)
+	s.URL = devURL(addr)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return err
 	}
-	b, _ := json.MarshalIndent(seed, "", "  ")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, err
-	}
-	return &seed, nil
+	b, _ := json.MarshalIndent(s, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "demo.json"), b, 0o600)
 }
 
 // seedMoney goes the way real money does: a checkout, a signed provider
 // webhook through the real intake, the fulfillment job minting Mana, a
 // conversion to Sparks, and a funded Marquee.
-func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
+func (s *demoSeed) seedMoney(ctx context.Context, a *app) error {
 	logger := slog.New(slog.DiscardHandler)
-	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger})
-	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, ID: "billing-dev-seed",
+	workers, _ := jobs.Registry(a.jobsDeps(logger))
+	client, err := jobs.NewClient(a.pool, jobs.Options{Logger: logger, Workers: workers, ID: "billing-dev-seed",
 		FetchPollInterval: 100 * time.Millisecond})
 	if err != nil {
 		return err
@@ -104,19 +106,20 @@ func (s *demoSeed) seedMoney(ctx context.Context, pool *pgxpool.Pool, cfg *confi
 		return err
 	}
 	defer func() { _ = jobs.Stop(context.WithoutCancel(ctx), client, 5*time.Second) }()
-	order, err := s.paidOrder(ctx, pool, client, cfg)
+	order, err := s.paidOrder(ctx, a, client)
 	if err != nil {
 		return err
 	}
 	s.OrderID = order.ID
-	return s.fundedMarquee(ctx, pool, cfg)
+	return s.fundedMarquee(ctx, a)
 }
 
 // paidOrder checks out the demo SKU, delivers a signed Stripe
 // checkout.session.completed to the webhook intake (in process, with a
 // secret made for this seed), and waits for the fulfillment to mint the Mana.
-func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jobs.Client, cfg *config.Config) (*fulfillment.Order, error) {
-	order, err := fulfillment.CreateCheckout(ctx, pool, cfg.SKUs, fulfillment.CheckoutParams{
+func (s *demoSeed) paidOrder(ctx context.Context, a *app, client *jobs.Client) (*fulfillment.Order, error) {
+	pool := a.pool
+	order, err := fulfillment.CreateCheckout(ctx, pool, skus(a.cfg), fulfillment.CheckoutParams{
 		PlayerID: s.PlayerID, SKU: demoSKU, Provider: provider.Stripe})
 	if err != nil {
 		return nil, err
@@ -156,26 +159,25 @@ func (s *demoSeed) paidOrder(ctx context.Context, pool *pgxpool.Pool, client *jo
 
 // fundedMarquee converts some of the demo Mana and funds a new Marquee for
 // today (the enforcer keeps funding it daily while Sparks last).
-func (s *demoSeed) fundedMarquee(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-	w := wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
-	if _, err := w.Convert(ctx, wallet.ConvertParams{PlayerID: s.PlayerID, Mana: demoConvert,
+func (s *demoSeed) fundedMarquee(ctx context.Context, a *app) error {
+	if _, err := a.wallet.Convert(ctx, wallet.ConvertParams{PlayerID: s.PlayerID, Mana: demoConvert,
 		IdempotencyKey: fmt.Sprintf("demo:%d:conversion", s.PlayerID)}); err != nil {
 		return err
 	}
-	plan := "standard"
-	if _, ok := cfg.Plans[plan]; !ok {
-		for name := range cfg.Plans {
+	plans, plan := plans(a.cfg), "standard"
+	if _, ok := plans[plan]; !ok {
+		for name := range plans {
 			plan = name
 			break
 		}
 	}
-	m, err := enforcer.CreateMarquee(ctx, pool, cfg.Plans, enforcer.CreateParams{PlayerID: s.PlayerID, Name: "demo", Plan: plan})
+	m, err := enforcer.CreateMarquee(ctx, a.pool, plans, enforcer.CreateParams{PlayerID: s.PlayerID, Name: "demo", Plan: plan})
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	svc := enforcer.New(pool, w, enforcer.Options{TZ: cfg.ServiceDayTZ, Logger: slog.New(slog.DiscardHandler)})
-	res, err := svc.FundDay(ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: enforcer.ServiceDay(now, cfg.ServiceDayTZ)})
+	svc := enforcer.New(a.pool, a.wallet, enforcer.Options{TZ: a.cfg.ServiceDayTZ, Logger: slog.New(slog.DiscardHandler)})
+	res, err := svc.FundDay(ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: enforcer.ServiceDay(now, a.cfg.ServiceDayTZ)})
 	if err != nil {
 		return err
 	}

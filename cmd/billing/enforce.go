@@ -14,7 +14,6 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/jobs"
-	"github.com/fibe-dev/billing/wallet"
 )
 
 func newEnforceCmd() *cobra.Command {
@@ -70,7 +69,7 @@ func runEnforceOnce(ctx context.Context, cfg *config.Config, at time.Time, out i
 		return err
 	}
 	// The summary goes to stdout below; the service's own log line would repeat it.
-	svc := enforcer.New(pool, wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}),
+	svc := enforcer.New(pool, newWallet(pool, cfg),
 		enforcer.Options{TZ: cfg.ServiceDayTZ, Logger: slog.New(slog.DiscardHandler)})
 	opts := enforcer.SweepOptions{At: at}
 	line := progressTo(progress)

@@ -351,7 +351,9 @@ func requireNoPublicMetrics(t *testing.T, base string) {
 // when it registers its workers, as here.
 func TestAlertCountersExportedAtZero(t *testing.T) {
 	t.Parallel()
-	jobs.Registry(jobs.Deps{Config: config.Default(), Providers: newProviders(config.Default())})
+	cfg, err := load(nil, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	jobs.Registry(newApp(cfg, nil).jobsDeps(nil))
 	families, err := prometheus.DefaultGatherer.Gather()
 	require.NoError(t, err)
 	m := metricSet{}

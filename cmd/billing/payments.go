@@ -10,7 +10,6 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/wallet"
 )
 
 func newPaymentsCmd() *cobra.Command {
@@ -80,7 +79,7 @@ decided twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-				w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, Wallet: wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}),
+				w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: pool, Wallet: newWallet(pool, cfg),
 					Logger: newLogger(cfg, cmd.ErrOrStderr())})
 				n, err := w.DecidePending(ctx)
 				if err != nil {

@@ -6,21 +6,13 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/provider/drivers"
 )
-
-// newProviders is the program's registry of provider drivers, built from
-// cfg: every command that talks to providers builds it once and hands it
-// to what needs it (the webhook intake, checkouts, reconciliation, refunds).
-func newProviders(cfg *config.Config) *provider.Registry {
-	return drivers.New(cfg.ProviderOptions())
-}
 
 // webhookSecrets are cfg's webhook signing secrets by provider: what
 // `billing dev` signs the deliveries it plays with.
 func webhookSecrets(cfg *config.Config) map[string][]string {
 	out := map[string][]string{}
-	for name, o := range cfg.ProviderOptions() {
+	for name, o := range providerOptions(cfg) {
 		out[name] = o.WebhookSecrets
 	}
 	return out

@@ -50,7 +50,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 // loadConfig loads the configuration for cmd; requireDB makes a missing
 // database URL an error.
 func loadConfig(cmd *cobra.Command, requireDB bool) (*config.Config, error) {
-	return config.Load(cmd.Flags(), config.Options{RequireDatabase: requireDB})
+	return load(cmd.Flags(), config.Options{RequireDatabase: requireDB})
 }
 
 // newLogger logs JSON when stderr is not a terminal (production, CI), text

@@ -41,7 +41,7 @@ transaction's reference in the ledger. A Mana credit settles an open debt first.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-				t, err := wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}).Adjust(ctx, wallet.AdjustParams{
+				t, err := newWallet(pool, cfg).Adjust(ctx, wallet.AdjustParams{
 					PlayerID: player, Currency: wallet.Currency(currency), Amount: amount, Reason: reason, Key: key})
 				if errors.Is(err, wallet.ErrInvalidAmount) {
 					// The wallet's own word, "positive", is about the amount of one

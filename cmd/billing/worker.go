@@ -14,9 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/httpapi"
-	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -26,35 +24,22 @@ func newWorkerCmd() *cobra.Command {
 		Short: "Run River workers and the leader-elected periodic enforcer (Procfile worker)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, true)
+			p, err := startProcess(cmd, "worker", 40)
 			if err != nil {
 				return err
 			}
-			logger := newLogger(cfg, os.Stderr).With("process", "worker")
-			pool, err := openPool(cmd.Context(), cfg.DatabaseURL, 40)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if cfg.MetricsAddr != "" {
-				_, stop, err := serveOps(cfg.MetricsAddr, pool, logger)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			return runWorker(cmd.Context(), cfg, newProviders(cfg), pool, logger)
+			defer p.close()
+			return runWorker(cmd.Context(), p.app, p.logger)
 		},
 	}
 }
 
-// runWorker works jobs until ctx is done, then stops River: soft stop
+// runWorker works a's jobs until ctx is done, then stops River: soft stop
 // within the shutdown timeout, then hard stop. The pool outlives the client.
-func runWorker(ctx context.Context, cfg *config.Config, providers *provider.Registry, pool *pgxpool.Pool,
-	logger *slog.Logger) error {
-	workers, periodic := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: logger, Providers: providers})
-	client, err := jobs.NewClient(pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic,
-		JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter})
+func runWorker(ctx context.Context, a *app, logger *slog.Logger) error {
+	workers, periodic := jobs.Registry(a.jobsDeps(logger))
+	client, err := jobs.NewClient(a.pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic,
+		JobTimeout: a.cfg.JobTimeout, RescueStuckJobsAfter: a.cfg.RescueAfter})
 	if err != nil {
 		return err
 	}
@@ -63,12 +48,43 @@ func runWorker(ctx context.Context, cfg *config.Config, providers *provider.Regi
 	}
 	logger.Info("worker started", "periodic_jobs", len(periodic))
 	<-ctx.Done()
-	logger.Info("worker stopping", "timeout", cfg.ShutdownTimeout.String())
-	if err := jobs.Stop(context.WithoutCancel(ctx), client, cfg.ShutdownTimeout); err != nil {
+	logger.Info("worker stopping", "timeout", a.cfg.ShutdownTimeout.String())
+	if err := jobs.Stop(context.WithoutCancel(ctx), client, a.cfg.ShutdownTimeout); err != nil {
 		return err
 	}
 	logger.Info("worker stopped")
 	return nil
+}
+
+// process is what `billing web` and `billing worker` start with: the
+// configuration's app, the process's logger and, with metrics_addr set,
+// the operator listener. close stops the listener, then closes the pool.
+type process struct {
+	*app
+	logger *slog.Logger
+	close  func()
+}
+
+// startProcess loads the configuration, connects with at most maxConns
+// connections and serves the operator listener for the process name.
+func startProcess(cmd *cobra.Command, name string, maxConns int32) (*process, error) {
+	cfg, err := loadConfig(cmd, true)
+	if err != nil {
+		return nil, err
+	}
+	logger := newLogger(cfg, os.Stderr).With("process", name)
+	pool, err := openPool(cmd.Context(), cfg.DatabaseURL, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	stopOps := func() {}
+	if cfg.MetricsAddr != "" {
+		if _, stopOps, err = serveOps(cfg.MetricsAddr, pool, logger); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return &process{app: newApp(cfg, pool), logger: logger, close: func() { stopOps(); pool.Close() }}, nil
 }
 
 // serveOps serves /metrics and /healthz on addr, the operator listener

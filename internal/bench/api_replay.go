@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/jobs"
@@ -94,9 +93,7 @@ func serveAPI(ctx context.Context, env Env) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	cfg := *env.Config
-	cfg.RateLimit = config.RateLimit{}
-	h, err := httpapi.New(httpapi.Options{Pool: env.Pool, River: client, Config: &cfg, Logger: env.Logger})
+	h, err := httpapi.New(httpapi.Options{Pool: env.Pool, River: client, Wallet: env.Wallet, TZ: env.TZ, Logger: env.Logger})
 	if err != nil {
 		return "", nil, err
 	}
@@ -106,7 +103,7 @@ func serveAPI(ctx context.Context, env Env) (string, func(), error) {
 // replayClients makes a player per client with some Mana and completes one
 // conversion per player under the key the client will replay.
 func replayClients(ctx context.Context, env Env, hc *http.Client, url string) ([]apiClient, error) {
-	w := wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana})
+	w := env.Wallet
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	out := make([]apiClient, env.Clients)
 	for i := range out {

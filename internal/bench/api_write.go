@@ -120,7 +120,7 @@ func runAPIWrite(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 		return nil, err
 	}
 	vars := map[string]string{"minp": strconv.FormatInt(minp, 10), "run": run,
-		"rate": strconv.FormatInt(max(env.Config.SparksPerMana, 1), 10), "body": apiWriteBody}
+		"rate": strconv.FormatInt(max(env.WalletOptions.SparksPerMana, 1), 10), "body": apiWriteBody}
 	// Every request a fresh key: numbered per client across the warm-up
 	// and the rounds (Load's seq restarts at each).
 	next := make([]int64, env.Clients)
@@ -153,7 +153,7 @@ func runAPIWrite(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 // writeClients makes a player per API client, with Mana to convert, and
 // returns their API keys.
 func writeClients(ctx context.Context, env Env, run string) ([]string, error) {
-	w := wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana})
+	w := env.Wallet
 	keys := make([]string, env.Clients)
 	for i := range keys {
 		p, key, err := players.Create(ctx, env.Pool, fmt.Sprintf("bench-api-write-%s-%d", run, i))
@@ -190,7 +190,7 @@ func pgbenchPlayers(ctx context.Context, env Env, run string) (int64, error) {
 	for _, id := range ids {
 		minp = min(minp, id)
 	}
-	w := wallet.New(env.Pool, wallet.Options{})
+	w := env.Wallet
 	for _, id := range ids {
 		if _, err := w.Credit(ctx, wallet.PostParams{PlayerID: id, Currency: wallet.Mana, Amount: apiWriteMana,
 			Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("bench:api-write:%s:pg:%d", run, id)}); err != nil {

@@ -18,17 +18,30 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/wallet"
 )
 
-// Env is what a benchmark gets from the command line.
+// Env is what a benchmark gets from the command line (cmd/billing builds
+// it from the configuration).
 type Env struct {
 	Pool        *pgxpool.Pool
 	DatabaseURL string
-	Config      *config.Config
-	Clients     int
-	Duration    time.Duration
-	Logger      *slog.Logger
+	// Wallet is the store over Pool that benchmarks post through;
+	// WalletOptions are its options, for the stores over a benchmark's own
+	// pools.
+	Wallet        *wallet.Store
+	WalletOptions wallet.Options
+	// TZ is the service-day time zone (required).
+	TZ *time.Location
+	// SKUs is the catalogue orders are made from; nil is the built-in one.
+	SKUs map[string]fulfillment.SKU
+	// StripeSecrets are the Stripe webhook secrets; the webhooks benchmark
+	// signs with the first (none: one made for the run).
+	StripeSecrets []string
+	Clients       int
+	Duration      time.Duration
+	Logger        *slog.Logger
 	// Progress receives human-readable progress lines (stderr).
 	Progress io.Writer
 }

@@ -72,7 +72,7 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	}
 	env.Progressf("funding: creating %d players and Marquees", n)
 	run := time.Now().UnixNano()
-	w := wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana})
+	w := env.Wallet
 	players, marquees, err := seedFunding(ctx, env, w, n, run)
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 		}
 	}
 	f := &fundingRun{env: env, qc: qc, wallet: w, players: players, run: run,
-		day: enforcer.ServiceDay(time.Now(), env.Config.ServiceDayTZ), logger: slog.New(slog.DiscardHandler)}
+		day: enforcer.ServiceDay(time.Now(), env.TZ), logger: slog.New(slog.DiscardHandler)}
 	// Rounds alternate the four measurements, so that the load of a shared
 	// machine, which drifts over seconds, falls on all of them alike.
 	measured := map[string]*series{}
@@ -192,8 +192,7 @@ func (f *fundingRun) fundDays(ctx context.Context, marquees []int64) (*Report, e
 	}
 	return workJobs(ctx, f.env, "funding", func(pool *pgxpool.Pool) *river.Workers {
 		workers := river.NewWorkers()
-		svc := enforcer.New(pool, wallet.New(pool, wallet.Options{SparksPerMana: f.env.Config.SparksPerMana}),
-			enforcer.Options{TZ: f.env.Config.ServiceDayTZ, Logger: f.logger})
+		svc := enforcer.New(pool, wallet.New(pool, f.env.WalletOptions), enforcer.Options{TZ: f.env.TZ, Logger: f.logger})
 		enforcer.Register(workers, enforcer.WorkerOptions{Service: svc})
 		return workers
 	}, jobs.QueueFunding, f.qc, args, f.logger)
@@ -212,7 +211,7 @@ func (f *fundingRun) walletDebits(ctx context.Context, rounds int) *Report {
 // direct is the funding transaction without River: FundDay on distinct
 // Marquee-days, day after day.
 func (f *fundingRun) direct(ctx context.Context, marquees []int64, rounds int) *Report {
-	tz := f.env.Config.ServiceDayTZ
+	tz := f.env.TZ
 	svc := enforcer.New(f.env.Pool, f.wallet, enforcer.Options{TZ: tz, Logger: f.logger})
 	first, _, _ := enforcer.DayBounds(f.day, tz)
 	return Load(ctx, "funding_direct", f.env.Clients, f.env.Duration/time.Duration(rounds), func(ctx context.Context, _ int, _ int64) error {
@@ -416,7 +415,7 @@ func benchSweep(ctx context.Context, env Env, n int, logger *slog.Logger, report
 	if err != nil {
 		return err
 	}
-	svc := enforcer.New(env.Pool, nil, enforcer.Options{TZ: env.Config.ServiceDayTZ, Logger: logger})
+	svc := enforcer.New(env.Pool, nil, enforcer.Options{TZ: env.TZ, Logger: logger})
 	res, err := svc.Sweep(ctx, client, enforcer.SweepOptions{})
 	if err != nil {
 		return err

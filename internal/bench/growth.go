@@ -101,7 +101,7 @@ func runGrowth(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 	if nPlayers < 0 || whaleShare < 0 || whaleShare >= 1 {
 		return nil, errors.New("--players must not be negative and --whale-share within [0, 1)")
 	}
-	g := &growth{env: env, store: wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana}),
+	g := &growth{env: env, store: env.Wallet,
 		run: strconv.FormatInt(time.Now().UnixNano(), 36), next: make([]int64, env.Clients)}
 	url, stop, err := serveAPI(ctx, env)
 	if err != nil {

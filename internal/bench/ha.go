@@ -147,7 +147,7 @@ func prepareHA(ctx context.Context, env Env, name, url string, wallets int, dupR
 		return t, err
 	}
 	e := env
-	e.Pool, e.DatabaseURL = pool, url
+	e.Pool, e.DatabaseURL, e.Wallet = pool, url, wallet.New(pool, env.WalletOptions)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	env.Progressf("ha: %s: seeding %d wallets, %d API players, webhook orders", name, wallets, env.Clients)
 	if t.ops["wallet_posts"], err = haWalletOp(ctx, e, wallets, run); err != nil {
@@ -161,7 +161,7 @@ func prepareHA(ctx context.Context, env Env, name, url string, wallets int, dupR
 
 // haWalletOp debits 1 Spark from a random funded wallet, a fresh key each.
 func haWalletOp(ctx context.Context, env Env, wallets int, run string) (Op, error) {
-	store := wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana})
+	store := env.Wallet
 	players, err := seedWallets(ctx, env, store, wallets, run)
 	if err != nil {
 		return nil, err

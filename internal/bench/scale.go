@@ -21,7 +21,6 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/procs"
 	"github.com/fibe-dev/billing/jobs"
-	"github.com/fibe-dev/billing/wallet"
 )
 
 // Scaling out (`--processes 1,2,3`): the system side of a benchmark runs as
@@ -487,13 +486,13 @@ func concurrencyLabel(rows []*Report) string {
 // have completed their first job plus a second of warm-up.
 func runFundingProcesses(ctx context.Context, env Env, plan *scalePlan, n int) (*Report, error) {
 	run := time.Now().UnixNano()
-	w := wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana})
+	w := env.Wallet
 	env.Progressf("funding: creating %d players with Sparks, and their first %d Marquees", n, n)
 	players, marquees, err := seedFunding(ctx, env, w, n, run)
 	if err != nil {
 		return nil, err
 	}
-	day := enforcer.ServiceDay(time.Now(), env.Config.ServiceDayTZ)
+	day := enforcer.ServiceDay(time.Now(), env.TZ)
 	var rows []*Report
 	fresh := true // the seeded Marquees are unused
 	for _, k := range plan.counts {

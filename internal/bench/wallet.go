@@ -48,7 +48,7 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 		return nil, fmt.Errorf("--wallets must be at least 1")
 	}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	store := wallet.New(env.Pool, wallet.Options{SparksPerMana: env.Config.SparksPerMana})
+	store := env.Wallet
 
 	seedStart := time.Now()
 	players, err := seedWallets(ctx, env, store, wallets, run)

@@ -81,8 +81,8 @@ func runWebhooks(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 	}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	secret := "whsec_bench_" + run
-	if len(env.Config.StripeSecrets) > 0 {
-		secret = env.Config.StripeSecrets[0]
+	if len(env.StripeSecrets) > 0 {
+		secret = env.StripeSecrets[0]
 	}
 	orders, err := benchOrders(ctx, env, nOrders)
 	if err != nil {
@@ -154,7 +154,7 @@ func benchOrders(ctx context.Context, env Env, n int) ([]*fulfillment.Order, err
 	if err != nil {
 		return nil, err
 	}
-	skus := env.Config.SKUs
+	skus := env.SKUs
 	if len(skus) == 0 {
 		skus = fulfillment.DefaultSKUs()
 	}

@@ -28,7 +28,7 @@ import (
 var ErrProviderUnavailable = errors.New("checkout: provider not configured")
 
 // Opener opens one provider's hosted checkouts (a provider driver, or
-// `billing dev`'s Simulated page).
+// `billing dev`'s simulated page, package devcheckout).
 type Opener interface {
 	// Available is nil when the opener can open checkouts
 	// (provider.Checkouts).

@@ -1,7 +1,9 @@
-// Package devcheckout serves `billing dev`'s simulated hosted checkout page:
-// its Pay button sends the provider's correctly signed completed-payment
-// webhook to our own intake. It is for development only; the production
-// intake and API never import it.
+// Package devcheckout is `billing dev`'s simulated hosted checkout: the
+// opener that hands out its page for a provider without an API key
+// (Simulated) and the page itself, whose Pay button sends the provider's
+// correctly signed completed-payment webhook to our own intake. It is for
+// development only: only `billing dev` wires it, and the production
+// intake, checkout and API packages never import it.
 package devcheckout
 
 import (
@@ -19,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 )
 
@@ -45,8 +46,8 @@ func Handler(opts Options) http.Handler {
 	}
 	p := &devPage{opts: opts}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+checkout.SimulatedPath+"{order}", p.show)
-	mux.HandleFunc("POST "+checkout.SimulatedPath+"{order}/pay", p.pay)
+	mux.HandleFunc("GET "+Path+"{order}", p.show)
+	mux.HandleFunc("POST "+Path+"{order}/pay", p.pay)
 	return mux
 }
 
@@ -92,7 +93,7 @@ func (p *devPage) pay(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("webhook delivery failed: %d %v", status, err), http.StatusBadGateway)
 		return
 	}
-	http.Redirect(w, r, checkout.SimulatedPath+strconv.FormatInt(o.ID, 10)+"?paid=1", http.StatusSeeOther)
+	http.Redirect(w, r, Path+strconv.FormatInt(o.ID, 10)+"?paid=1", http.StatusSeeOther)
 }
 
 // deliver POSTs the signed completed-payment event to our webhook intake.

@@ -22,14 +22,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/internal/testdb"
@@ -105,10 +106,10 @@ type hostileActor struct {
 func newHostileEnv(t *testing.T) *hostileEnv {
 	t.Helper()
 	pool := testdb.NewPool(t, 10)
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(),
-		Plans: enforcer.DefaultPlans(), StripeSecrets: []string{hostileSecret},
-		PaddleSecrets: []string{hostileSecret}, CreemSecrets: []string{hostileSecret}}
-	fakeProviders(t, cfg)
+	skus := fulfillment.DefaultSKUs()
+	providers := drivers.New(fakeProviders(t, skus))
+	checkouts := checkout.NewService(checkout.Options{Openers: provider.Select[checkout.Opener](providers), SKUs: skus})
+	wallets := wallet.New(pool, wallet.Options{SparksPerMana: 1})
 	// Noon of today's service day, fixed: the Marquees stay funded for the
 	// whole test and signed webhooks stay within their tolerance.
 	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
@@ -116,7 +117,8 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	river, err := jobs.NewClient(pool, jobs.Options{Logger: discard}) // insert-only, like `billing web`
 	require.NoError(t, err)
 	errs := &errorLog{}
-	s, err := httpapi.New(httpapi.Options{Pool: pool, River: river, Config: cfg, Providers: drivers.New(cfg.ProviderOptions()), Logger: slog.New(errs),
+	s, err := httpapi.New(httpapi.Options{Pool: pool, River: river, Wallet: wallets, Plans: enforcer.DefaultPlans(), TZ: time.UTC,
+		Providers: providers, Checkouts: checkouts, Logger: slog.New(errs),
 		Gatherer: prometheus.NewRegistry(), Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(s)
@@ -127,7 +129,6 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 		Timeout:       time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
-	wallets := wallet.New(pool, wallet.Options{SparksPerMana: 1})
 	funder := enforcer.New(pool, wallets, enforcer.Options{TZ: time.UTC, Now: h.clock, Logger: discard})
 	h.alice = h.newActor(t, "alice", wallets, funder)
 	h.bob = h.newActor(t, "bob", wallets, funder)
@@ -145,17 +146,22 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 
 func (h *hostileEnv) clock() time.Time { return h.now }
 
-// fakeProviders points cfg's checkouts at a recording provider fake.
-func fakeProviders(t *testing.T, cfg *config.Config) {
+// fakeProviders are the drivers' options with every provider's API
+// pointed at a recording provider fake (and hostileSecret signing its
+// webhooks), with a Creem product priced like each SKU of skus.
+func fakeProviders(t *testing.T, skus map[string]fulfillment.SKU) map[string]provider.Options {
 	fake := providerfake.Start()
 	t.Cleanup(fake.Close)
-	cfg.StripeSecretKey, cfg.StripeAPIURL = "sk_test_hostile", fake.URL
-	cfg.PaddleAPIKey, cfg.PaddleAPIURL = "pdl_hostile", fake.URL
-	cfg.CreemAPIKey, cfg.CreemAPIURL = "creem_hostile", fake.URL
-	for name, sku := range cfg.SKUs {
+	for name, sku := range skus {
 		sku.CreemProductID = "prod_" + name
-		cfg.SKUs[name] = sku
+		skus[name] = sku
 		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+	}
+	secrets := []string{hostileSecret}
+	return map[string]provider.Options{
+		provider.Stripe: {APIKey: "sk_test_hostile", APIURL: fake.URL, WebhookSecrets: secrets},
+		provider.Paddle: {APIKey: "pdl_hostile", APIURL: fake.URL, WebhookSecrets: secrets},
+		provider.Creem:  {APIKey: "creem_hostile", APIURL: fake.URL, WebhookSecrets: secrets},
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/e2e"
@@ -27,6 +26,7 @@ import (
 	"github.com/fibe-dev/billing/internal/proctest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // chromiumPath finds Debian's chromium (BILLING_CHROMIUM overrides it);
@@ -106,13 +106,11 @@ func TestRiverUIInBrowser(t *testing.T) {
 // a retryable fulfill_order job. It returns the last two ids.
 func seedJobs(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (cancelled, retryable int64) {
 	t.Helper()
-	cfg, err := config.LoadFile("", config.Options{Env: map[string]string{}})
-	require.NoError(t, err)
 	p, _, err := players.Create(ctx, pool, "operator-view")
 	require.NoError(t, err)
-	mq, err := enforcer.CreateMarquee(ctx, pool, cfg.Plans, enforcer.CreateParams{PlayerID: p.ID, Name: "ui", Plan: "standard"})
+	mq, err := enforcer.CreateMarquee(ctx, pool, enforcer.DefaultPlans(), enforcer.CreateParams{PlayerID: p.ID, Name: "ui", Plan: "standard"})
 	require.NoError(t, err)
-	order, err := fulfillment.CreateCheckout(ctx, pool, cfg.SKUs, fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "stripe"})
+	order, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(), fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "stripe"})
 	require.NoError(t, err)
 
 	insertOnly, err := jobs.NewClient(pool, jobs.Options{})
@@ -125,7 +123,7 @@ func seedJobs(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (cancelled,
 	mismatch, err := insertOnly.Insert(ctx, fulfillment.FulfillOrderArgs{OrderID: order.ID, EventID: "evt_ui_1", Provider: "stripe",
 		PaidAmount: order.Amount + 1, PaidCurrency: order.Currency}, nil)
 	require.NoError(t, err)
-	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg})
+	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Wallet: wallet.New(pool, wallet.Options{})})
 	worker, err := jobs.NewClient(pool, jobs.Options{Workers: workers,
 		Queues: map[string]river.QueueConfig{jobs.QueueFulfillment: {MaxWorkers: 1}}})
 	require.NoError(t, err)

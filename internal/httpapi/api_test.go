@@ -12,7 +12,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -125,7 +124,7 @@ func TestRequestValidation(t *testing.T) {
 // With SparksPerMana > 1 a conversion whose Sparks leg overflows is a 400.
 func TestConversionOverflowIs400(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(c *config.Config) { c.SparksPerMana = 1 << 40 })
+	e := newEnvWith(t, func(s *setup) { s.sparksPerMana = 1 << 40 })
 	alice := e.newPlayer("alice")
 	e.credit(alice, wallet.Mana, 1<<30)
 	requireProblem(t, e.do(alice, http.MethodPost, "/v1/conversions", "", `{"mana":16777216}`), http.StatusBadRequest, CodeInvalidAmount)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fibe"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/providerfake"
 )
 
@@ -84,7 +84,7 @@ func TestCheckoutOpensEachProvidersHostedCheckout(t *testing.T) {
 
 func TestCheckoutProviderWithoutKeyIsUnavailable(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(c *config.Config) { c.PaddleAPIKey = "" })
+	e := newEnvWith(t, func(s *setup) { s.providers[provider.Paddle].APIKey = "" })
 	alice := e.newPlayer("alice")
 	r := e.do(alice, http.MethodPost, "/v1/checkouts", "k1", `{"sku":"mana_1000","provider":"paddle"}`)
 	requireProblem(t, r, http.StatusUnprocessableEntity, CodeProviderUnavailable)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fibe"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -57,7 +57,7 @@ func TestConversionRefusedWhileOwing(t *testing.T) {
 func TestSDKOrderShowsRefunds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnvWith(t, func(c *config.Config) { c.StripeSecrets = []string{"whsec_sdk"} })
+	e := newEnvWith(t, func(s *setup) { s.providers[provider.Stripe].WebhookSecrets = []string{"whsec_sdk"} })
 	e.startWorker()
 	alice := e.newPlayer("alice")
 	sdk := fibe.NewClient(e.srv.URL, alice.key)

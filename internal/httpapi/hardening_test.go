@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -208,7 +207,7 @@ var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Reques
 // its challenge) and /healthz's 503.
 func TestEveryErrorIsAProblem(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(c *config.Config) { c.RiverUIUser, c.RiverUIPassword = "ops", "secret" })
+	e := newEnvWith(t, func(s *setup) { s.RiverUIUser, s.RiverUIPassword = "ops", "secret" })
 	alice := e.newPlayer("alice")
 	get := func(path string, header map[string]string) reply {
 		req, err := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
@@ -239,7 +238,9 @@ func TestEveryErrorIsAProblem(t *testing.T) {
 
 	down := testdbPool(t)
 	down.Close()
-	s, err := New(Options{Pool: down, Config: e.cfg, Logger: quiet, Gatherer: prometheus.NewRegistry()})
+	opts := e.opts
+	opts.Pool, opts.Gatherer = down, prometheus.NewRegistry()
+	s, err := New(opts)
 	require.NoError(t, err)
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))

@@ -20,7 +20,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/audit"
@@ -48,67 +47,83 @@ type env struct {
 	pool    *pgxpool.Pool
 	srv     *httptest.Server
 	clock   *testkit.Clock
-	cfg     *config.Config
+	opts    Options // the server's
+	skus    map[string]fulfillment.SKU
 	river   *jobs.Client
 	wallets *wallet.Store
 	// fake plays Stripe, Paddle and Creem for checkouts.
 	fake *providerfake.Server
-	// providers are the drivers of cfg, pointed at fake.
+	// providers are the drivers of the setup, pointed at fake.
 	providers *provider.Registry
+}
+
+// setup is what a test may change before its server starts: the server's
+// Options, and what they are built from here (the provider drivers'
+// options, the catalogue, the wallet's Sparks per Mana).
+type setup struct {
+	Options
+	providers     map[string]*provider.Options
+	skus          map[string]fulfillment.SKU
+	sparksPerMana int64
 }
 
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
 
-// newEnvWith lets a test change the configuration before the server starts.
-func newEnvWith(t *testing.T, configure func(*config.Config), serverOpts ...func(*Options)) *env {
+// newEnvWith lets a test change the setup before the server starts, and
+// then the server's Options.
+func newEnvWith(t *testing.T, configure func(*setup), serverOpts ...func(*Options)) *env {
 	t.Helper()
 	pool := testdb.NewPool(t, 30) // two parallel tests stay below the server's max_connections
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(), Plans: enforcer.DefaultPlans()}
-	fake := fakeProviders(t, cfg)
+	set := &setup{Options: Options{Plans: enforcer.DefaultPlans(), TZ: time.UTC}, skus: fulfillment.DefaultSKUs(), sparksPerMana: 1}
+	fake := fakeProviders(t, set)
 	if configure != nil {
-		configure(cfg)
+		configure(set)
 	}
-	e := &env{t: t, pool: pool, cfg: cfg, clock: testkit.NewClock(time.Now().UTC()), fake: fake,
-		wallets: wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})}
+	e := &env{t: t, pool: pool, skus: set.skus, clock: testkit.NewClock(time.Now().UTC()), fake: fake,
+		wallets: wallet.New(pool, wallet.Options{SparksPerMana: set.sparksPerMana})}
 	var err error
 	e.river, err = jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
-	e.providers = providersOf(cfg)
-	checkouts := checkout.NewService(checkout.Options{Openers: provider.Select[checkout.Opener](e.providers), SKUs: cfg.SKUs,
+	e.providers = providersOf(set.providers)
+	opts := set.Options
+	opts.Pool, opts.River, opts.Wallet, opts.Logger, opts.Providers = pool, e.river, e.wallets, quiet, e.providers
+	opts.Gatherer, opts.Now = prometheus.NewRegistry(), e.clock.Now
+	opts.Checkouts = checkout.NewService(checkout.Options{Openers: provider.Select[checkout.Opener](e.providers), SKUs: set.skus,
 		SuccessURL: "https://example.test/ok", CancelURL: "https://example.test/cancel", Logger: quiet})
-	opts := Options{Pool: pool, River: e.river, Config: cfg, Logger: quiet,
-		Gatherer: prometheus.NewRegistry(), Now: e.clock.Now, Providers: e.providers, Checkouts: checkouts}
 	for _, f := range serverOpts {
 		f(&opts)
 	}
 	s, err := New(opts)
 	require.NoError(t, err)
+	e.opts = opts
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	return e
 }
 
-// providersOf are the drivers of cfg, with a short retry budget.
-func providersOf(cfg *config.Config) *provider.Registry {
-	opts := cfg.ProviderOptions()
+// providersOf are the drivers of opts, with a short retry budget.
+func providersOf(opts map[string]*provider.Options) *provider.Registry {
+	out := map[string]provider.Options{}
 	for name, o := range opts {
 		o.Retry = provider.Retry{Budget: time.Second, BaseDelay: 10 * time.Millisecond, RetryAfter: 2 * time.Second}
-		opts[name] = o
+		out[name] = *o
 	}
-	return drivers.New(opts)
+	return drivers.New(out)
 }
 
-// fakeProviders points cfg's three providers at one recording fake, with
-// a Creem product priced like each SKU.
-func fakeProviders(t *testing.T, cfg *config.Config) *providerfake.Server {
+// fakeProviders points the setup's three providers at one recording fake,
+// with a Creem product priced like each SKU.
+func fakeProviders(t *testing.T, set *setup) *providerfake.Server {
 	fake := providerfake.Start()
 	t.Cleanup(fake.Close)
-	cfg.StripeSecretKey, cfg.StripeAPIURL = "sk_test_env", fake.URL
-	cfg.PaddleAPIKey, cfg.PaddleAPIURL = "pdl_test_env", fake.URL
-	cfg.CreemAPIKey, cfg.CreemAPIURL = "creem_test_env", fake.URL
-	for name, sku := range cfg.SKUs {
+	set.providers = map[string]*provider.Options{
+		provider.Stripe: {APIKey: "sk_test_env", APIURL: fake.URL},
+		provider.Paddle: {APIKey: "pdl_test_env", APIURL: fake.URL},
+		provider.Creem:  {APIKey: "creem_test_env", APIURL: fake.URL},
+	}
+	for name, sku := range set.skus {
 		sku.CreemProductID = "prod_" + name
-		cfg.SKUs[name] = sku
+		set.skus[name] = sku
 		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	return fake
@@ -117,7 +132,8 @@ func fakeProviders(t *testing.T, cfg *config.Config) *providerfake.Server {
 // startWorker works the env's jobs (no periodic jobs) with the env's clock.
 func (e *env) startWorker() {
 	e.t.Helper()
-	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Config: e.cfg, Logger: quiet, Now: e.clock.Now, Providers: e.providers})
+	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Wallet: e.wallets, Logger: quiet, Now: e.clock.Now, Providers: e.providers,
+		Enforcer: enforcer.Options{TZ: e.opts.TZ}})
 	small := river.QueueConfig{MaxWorkers: 4}
 	client, err := jobs.NewClient(e.pool, jobs.Options{Logger: quiet, Workers: workers, ID: e.t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},
@@ -158,7 +174,7 @@ func (e *env) fundNow(marqueeID int64) {
 // fundedMarquee creates a Marquee for p, gives p Sparks and funds it.
 func (e *env) fundedMarquee(p player) int64 {
 	e.t.Helper()
-	m, err := enforcer.CreateMarquee(context.Background(), e.pool, e.cfg.Plans, enforcer.CreateParams{PlayerID: p.id, Name: "m", Plan: "standard"})
+	m, err := enforcer.CreateMarquee(context.Background(), e.pool, e.opts.Plans, enforcer.CreateParams{PlayerID: p.id, Name: "m", Plan: "standard"})
 	require.NoError(e.t, err)
 	e.credit(p, wallet.Sparks, 1000)
 	e.fundNow(m.ID)

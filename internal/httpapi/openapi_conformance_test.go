@@ -16,10 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/providerfake"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -34,9 +34,9 @@ import (
 // document.
 func TestOpenAPIConformanceProviderAndDebtAnswers(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(cfg *config.Config) {
-		cfg.StripeSecrets = []string{conformanceStripeSecret}
-		cfg.Plans["daily600"] = enforcer.Plan{DailySparks: 600} // spends every Spark of the refund story
+	e := newEnvWith(t, func(s *setup) {
+		s.providers[provider.Stripe].WebhookSecrets = []string{conformanceStripeSecret}
+		s.Plans["daily600"] = enforcer.Plan{DailySparks: 600} // spends every Spark of the refund story
 	})
 	e.startWorker()
 	c := newConformance(t, e)
@@ -64,7 +64,7 @@ func (c *conformance) providerCalls(alice player) {
 	c.e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: 1, Currency: "usd"})
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "mismatch", body: creemBody, want: 500, code: CodeCheckoutMisconfigured})
 	require.Zero(c.t, c.e.fake.Created(providerfake.Creem), "neither refused checkout opened anything")
-	c.e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: c.e.cfg.SKUs["mana_1000"].Amount, Currency: "usd"})
+	c.e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: c.e.skus["mana_1000"].Amount, Currency: "usd"})
 }
 
 func (c *conformance) requestShapeCalls(alice player) {
@@ -185,7 +185,7 @@ func TestOpenAPIConformanceTimeout(t *testing.T) {
 // documented 429 with Retry-After, on a read and on a mutation.
 func TestOpenAPIConformanceRateLimited(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(cfg *config.Config) { cfg.RateLimit = config.RateLimit{PerSecond: 1, Burst: 2} })
+	e := newEnvWith(t, func(s *setup) { s.RateLimit = RateLimit{PerSecond: 1, Burst: 2} })
 	c := newConformance(t, e)
 	alice := e.newPlayer("alice")
 	e.credit(alice, wallet.Mana, 10)

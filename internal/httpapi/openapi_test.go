@@ -25,8 +25,8 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
 	apidoc "github.com/fibe-dev/billing/api"
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/requests"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -154,9 +154,9 @@ func (c *conformance) do(k call) reply {
 // api/openapi.yaml.
 func TestOpenAPIConformance(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(cfg *config.Config) {
-		cfg.StripeSecrets = []string{conformanceStripeSecret}
-		cfg.CreemAPIKey = "" // Creem checkouts: 422 provider_unavailable
+	e := newEnvWith(t, func(s *setup) {
+		s.providers[provider.Stripe].WebhookSecrets = []string{conformanceStripeSecret}
+		s.providers[provider.Creem].APIKey = "" // Creem checkouts: 422 provider_unavailable
 	})
 	e.startWorker()
 	c := newConformance(t, e)
@@ -403,7 +403,9 @@ func (s *Server) documentedOperations(t *testing.T) []operationRef {
 // documented operation must be routed.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
-	s, err := New(Options{Logger: quiet, Gatherer: prometheus.NewRegistry()})
+	_, err := New(Options{Logger: quiet, Gatherer: prometheus.NewRegistry()})
+	require.ErrorContains(t, err, "Wallet is required", "no server without the wallet store")
+	s, err := New(Options{Wallet: wallet.New(nil, wallet.Options{}), Logger: quiet, Gatherer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	doc := loadDoc(t, "http://127.0.0.1")
 	patterns := muxPatterns(t, s.mux)

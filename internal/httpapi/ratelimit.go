@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"golang.org/x/time/rate"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/problem"
 )
 
@@ -37,11 +36,24 @@ const (
 	sweepEvery = time.Minute
 )
 
+// RateLimit bounds what one player (one API key's owner) may ask of the
+// API, so that one tenant cannot starve the others. The zero value limits
+// nothing.
+type RateLimit struct {
+	// PerSecond and Burst are a token bucket: requests are admitted at
+	// PerSecond on average, Burst at once. PerSecond 0: no bucket.
+	PerSecond float64
+	Burst     int
+	// Concurrent bounds one player's requests in flight (and so the
+	// database connections they hold); more wait their turn. 0: unbounded.
+	Concurrent int
+}
+
 // limiter bounds each player's requests: a token bucket (the rate) and a
 // number of requests in flight (and so of database connections held), so
 // that one player's flood cannot starve another player's requests.
 type limiter struct {
-	cfg       config.RateLimit
+	cfg       RateLimit
 	mu        sync.Mutex
 	players   map[int64]*playerLimit
 	lastSweep time.Time
@@ -56,7 +68,7 @@ type playerLimit struct {
 	lastLogged atomic.Int64
 }
 
-func newLimiter(cfg config.RateLimit) *limiter {
+func newLimiter(cfg RateLimit) *limiter {
 	return &limiter{cfg: cfg, players: map[int64]*playerLimit{}, lastSweep: time.Now()}
 }
 

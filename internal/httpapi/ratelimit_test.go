@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -22,7 +21,7 @@ import (
 // affected; the refused request, retried after the delay, runs once.
 func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(c *config.Config) { c.RateLimit = config.RateLimit{PerSecond: 1, Burst: 3} })
+	e := newEnvWith(t, func(s *setup) { s.RateLimit = RateLimit{PerSecond: 1, Burst: 3} })
 	alice, bob := e.newPlayer("alice"), e.newPlayer("bob")
 	e.credit(alice, wallet.Mana, 100)
 	for range 3 {
@@ -52,7 +51,7 @@ func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
 func TestOneFloodingPlayerCannotStarveAnother(t *testing.T) {
 	t.Parallel()
 	const share, flood = 4, 60 // the server's pool has 30 connections
-	e := newEnvWith(t, func(c *config.Config) { c.RateLimit = config.RateLimit{Concurrent: share} })
+	e := newEnvWith(t, func(s *setup) { s.RateLimit = RateLimit{Concurrent: share} })
 	alice, bob := e.newPlayer("alice"), e.newPlayer("bob")
 	e.credit(alice, wallet.Mana, 1000)
 	ctx := context.Background()
@@ -123,7 +122,7 @@ func postConversion(e *env, p player, key string) int {
 // the ones that wait their turn replay the first answer; money moves once.
 func TestRacingRetriesUnderTheLimiterHaveOneEffect(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, func(c *config.Config) { c.RateLimit = config.RateLimit{PerSecond: 1000, Burst: 1000, Concurrent: 2} })
+	e := newEnvWith(t, func(s *setup) { s.RateLimit = RateLimit{PerSecond: 1000, Burst: 1000, Concurrent: 2} })
 	alice := e.newPlayer("alice")
 	e.credit(alice, wallet.Mana, 100)
 	requireOneEffect(t, raceSame(e, alice, 20, "/v1/conversions", "race-limited", `{"mana":30}`), http.StatusCreated)

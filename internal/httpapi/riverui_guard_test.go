@@ -10,17 +10,15 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
-	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // uiEnv is a real server with the River UI mounted, over a fresh database.
@@ -35,11 +33,10 @@ func newUIEnv(t *testing.T) *uiEnv {
 	pool := testdb.New(t)
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(), Plans: enforcer.DefaultPlans(),
-		RiverUIUser: "ops", RiverUIPassword: "s3cret"}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "billing_test_volume_total", Help: "test"}))
-	s, err := New(Options{Pool: pool, River: client, Config: cfg, Logger: quiet, Gatherer: reg})
+	s, err := New(Options{Pool: pool, River: client, Wallet: wallet.New(pool, wallet.Options{}), Plans: enforcer.DefaultPlans(),
+		RiverUIUser: "ops", RiverUIPassword: "s3cret", Logger: quiet, Gatherer: reg})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

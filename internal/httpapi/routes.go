@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/webhook"
 )
@@ -19,8 +18,8 @@ func (s *Server) mountRoutes() error {
 	// types) is sent to the one that has the index.
 	s.mux.Handle("GET /v1/{$}", http.RedirectHandler("/v1", http.StatusPermanentRedirect))
 	s.mountV1()
-	if s.opts.DevCheckout != nil {
-		s.mux.Handle(checkout.SimulatedPath, s.opts.DevCheckout)
+	for pattern, h := range s.opts.Pages {
+		s.mux.Handle(pattern, h)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,18 +18,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"riverqueue.com/riverui"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/problem"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 )
 
-// Options are the web process's dependencies.
+// Options are the web process's dependencies. cmd/billing builds them
+// from the configuration; tests build them by hand.
 type Options struct {
-	Pool   *pgxpool.Pool
-	River  *jobs.Client // insert-only is enough
-	Config *config.Config
+	Pool  *pgxpool.Pool
+	River *jobs.Client // insert-only is enough
+	// Wallet is the program's one wallet store (required): the /v1 routes
+	// read and post through it.
+	Wallet *wallet.Store
 	Logger *slog.Logger
 	// Gatherer is what OpsHandler's /metrics serves; nil means
 	// prometheus.DefaultGatherer.
@@ -36,17 +41,26 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Providers are the program's provider drivers: the webhook intake
-	// verifies and reads deliveries with them, and, unless Checkouts is
-	// set, checkouts are opened with them. nil: none (every webhook is 404,
-	// every checkout unavailable).
+	// verifies and reads deliveries with them. nil: none (every webhook is
+	// 404).
 	Providers *provider.Registry
-	// Checkouts opens provider checkouts; nil means one of Providers, with
-	// Config's SKUs and return URLs (a provider without an API key is then
-	// unavailable).
+	// Checkouts opens provider checkouts (POST /v1/checkouts); nil: every
+	// provider is unavailable (422 provider_unavailable).
 	Checkouts *checkout.Service
-	// DevCheckout, when set (billing dev only), serves the simulated hosted
-	// checkout page at checkout.SimulatedPath.
-	DevCheckout http.Handler
+	// Plans are the Marquee plans POST /v1/marquees may name; nil: none.
+	Plans map[string]enforcer.Plan
+	// TZ is the service-day time zone of POST /v1/marquees/{id}/fund; nil
+	// is UTC.
+	TZ *time.Location
+	// RateLimit bounds each player's requests; the zero value limits
+	// nothing.
+	RateLimit RateLimit
+	// RiverUIUser and RiverUIPassword guard the River UI at /riverui/;
+	// without a user it is not mounted at all.
+	RiverUIUser, RiverUIPassword string
+	// Pages are more handlers on the public listener, by ServeMux pattern
+	// (`billing dev`'s simulated checkout page); nil: none.
+	Pages map[string]http.Handler
 	// HandlerTimeout bounds a mutating request's handler (0:
 	// idempotency.DefaultHandlerTimeout); past it the answer is 503
 	// timeout and the Idempotency-Key is free for the retry.
@@ -71,6 +85,15 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.TZ == nil {
+		opts.TZ = time.UTC
+	}
+	if opts.Checkouts == nil {
+		opts.Checkouts = checkout.NewService(checkout.Options{Logger: opts.Logger})
+	}
+	if opts.Wallet == nil {
+		return nil, errors.New("httpapi: Options.Wallet is required")
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux()}
 	// /healthz stays on the public listener for load balancers (it says
@@ -147,8 +170,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // cross-site request guard; without credentials configured it is not
 // mounted at all (no open admin console).
 func (s *Server) mountRiverUI() error {
-	cfg := s.opts.Config
-	if cfg == nil || cfg.RiverUIUser == "" || s.opts.River == nil {
+	if s.opts.RiverUIUser == "" || s.opts.River == nil {
 		return nil
 	}
 	h, err := riverui.NewHandler(&riverui.HandlerOpts{
@@ -160,7 +182,7 @@ func (s *Server) mountRiverUI() error {
 		return fmt.Errorf("httpapi: river ui: %w", err)
 	}
 	s.riverUI = h
-	guarded := BasicAuth(cfg.RiverUIUser, cfg.RiverUIPassword, "River UI", riverUIGuard(h))
+	guarded := BasicAuth(s.opts.RiverUIUser, s.opts.RiverUIPassword, "River UI", riverUIGuard(h))
 	s.mux.Handle("/riverui/", guarded)
 	s.mux.Handle("/riverui", guarded)
 	return nil

@@ -21,10 +21,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/idempotency"
-	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/strictjson"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -37,8 +36,9 @@ const maxBodyBytes = 64 << 10
 type api struct {
 	pool    *pgxpool.Pool
 	river   *jobs.Client
-	cfg     *config.Config
 	wallets *wallet.Store
+	plans   map[string]enforcer.Plan
+	tz      *time.Location
 	idem    *idempotency.Middleware
 	limiter *limiter
 	logger  *slog.Logger
@@ -48,21 +48,12 @@ type api struct {
 }
 
 func newAPI(opts Options) *api {
-	cfg := opts.Config
-	if cfg == nil {
-		cfg = config.Default()
-	}
-	a := &api{pool: opts.Pool, river: opts.River, cfg: cfg, logger: opts.Logger, now: opts.Now,
-		wallets: wallet.New(opts.Pool, wallet.Options{SparksPerMana: cfg.SparksPerMana}), limiter: newLimiter(cfg.RateLimit)}
+	a := &api{pool: opts.Pool, river: opts.River, wallets: opts.Wallet, plans: opts.Plans, tz: opts.TZ,
+		logger: opts.Logger, now: opts.Now, checkouts: opts.Checkouts, limiter: newLimiter(opts.RateLimit)}
 	a.idem = idempotency.NewMiddleware(idempotency.Options{
 		Pool: opts.Pool, PlayerID: playerID, WriteError: a.writeError, Now: opts.Now, Logger: opts.Logger,
 		MaxBodyBytes: maxBodyBytes, HandlerTimeout: opts.HandlerTimeout,
 	})
-	a.checkouts = opts.Checkouts
-	if a.checkouts == nil {
-		a.checkouts = checkout.NewService(checkout.Options{Openers: provider.Select[checkout.Opener](opts.Providers), SKUs: cfg.SKUs,
-			SuccessURL: cfg.CheckoutSuccessURL, CancelURL: cfg.CheckoutCancelURL, Logger: opts.Logger})
-	}
 	return a
 }
 

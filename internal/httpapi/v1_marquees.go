@@ -21,7 +21,7 @@ func (a *api) createMarquee(w http.ResponseWriter, r *http.Request, tx pgx.Tx, p
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	m, err := enforcer.CreateMarquee(r.Context(), tx, a.cfg.Plans, enforcer.CreateParams{
+	m, err := enforcer.CreateMarquee(r.Context(), tx, a.plans, enforcer.CreateParams{
 		PlayerID: player, Name: body.Name, Plan: body.Plan,
 	})
 	if err != nil {
@@ -75,7 +75,7 @@ func (a *api) fundMarquee(w http.ResponseWriter, r *http.Request, tx pgx.Tx, pla
 	if err := a.needRiver(); err != nil {
 		return err
 	}
-	res, err := enforcer.EnqueueFundDayTx(r.Context(), tx, a.river, id, a.now(), a.cfg.ServiceDayTZ)
+	res, err := enforcer.EnqueueFundDayTx(r.Context(), tx, a.river, id, a.now(), a.tz)
 	if err != nil {
 		return err
 	}

@@ -22,17 +22,19 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/httpapi"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/telemetry"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -146,19 +148,20 @@ func newSystem(t *testing.T) *system {
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(),
-		Plans: enforcer.DefaultPlans(), StripeSecrets: []string{stripeSecret},
-		StripeSecretKey: "sk_test_trace", StripeAPIURL: stripemock.Start(t)}
 	insertOnly, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
-	providers := drivers.New(cfg.ProviderOptions())
-	s, err := httpapi.New(httpapi.Options{Pool: pool, River: insertOnly, Config: cfg, Providers: providers, Logger: quiet,
-		Gatherer: prometheus.NewRegistry()})
+	providers := drivers.New(map[string]provider.Options{provider.Stripe: {APIKey: "sk_test_trace",
+		APIURL: stripemock.Start(t), WebhookSecrets: []string{stripeSecret}}})
+	wallets := wallet.New(pool, wallet.Options{SparksPerMana: 1})
+	checkouts := checkout.NewService(checkout.Options{Openers: provider.Select[checkout.Opener](providers),
+		SKUs: fulfillment.DefaultSKUs(), Logger: quiet})
+	s, err := httpapi.New(httpapi.Options{Pool: pool, River: insertOnly, Wallet: wallets, Plans: enforcer.DefaultPlans(),
+		Providers: providers, Checkouts: checkouts, Logger: quiet, Gatherer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	srv := httptest.NewServer(telemetry.HTTPHandler(s))
 	t.Cleanup(srv.Close)
 
-	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Config: cfg, Logger: quiet, Providers: providers})
+	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Wallet: wallets, Logger: quiet, Providers: providers})
 	small := river.QueueConfig{MaxWorkers: 2}
 	worker, err := jobs.NewClient(pool, jobs.Options{Logger: quiet, Workers: workers, ID: t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/pflag"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/httpapi"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/rivercomplete"
+	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// This file is the composition root: the one place where the
+// configuration (package config, plain values) becomes the Options of the
+// packages below cmd, and where what a process has one of is built: its
+// wallet store and its provider registry. No package below cmd imports
+// config.
+
+// load is config.Load, then the checks of the values whose meaning belongs
+// to a package below (batch_complete's modes are rivercomplete's), each
+// failing with a *config.Error naming its key like config's own.
+func load(fs *pflag.FlagSet, opts config.Options) (*config.Config, error) {
+	cfg, err := config.Load(fs, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := rivercomplete.ParseMode(cfg.BatchComplete); err != nil {
+		return nil, &config.Error{Key: config.KeyBatchComplete, Err: err}
+	}
+	return cfg, nil
+}
+
+// app is what a process builds once from its configuration and hands to
+// every part it runs: one pool, one wallet store, one provider registry.
+type app struct {
+	cfg       *config.Config
+	pool      *pgxpool.Pool
+	wallet    *wallet.Store
+	providers *provider.Registry
+}
+
+func newApp(cfg *config.Config, pool *pgxpool.Pool) *app {
+	return &app{cfg: cfg, pool: pool, wallet: newWallet(pool, cfg), providers: newProviders(cfg)}
+}
+
+// newWallet is the wallet store over pool, posting at cfg's rate.
+func newWallet(pool *pgxpool.Pool, cfg *config.Config) *wallet.Store {
+	return wallet.New(pool, walletOptions(cfg))
+}
+
+func walletOptions(cfg *config.Config) wallet.Options {
+	return wallet.Options{SparksPerMana: cfg.SparksPerMana}
+}
+
+// newProviders is the registry of provider drivers built from cfg: every
+// command that talks to providers builds it once and hands it to what
+// needs it (the webhook intake, checkouts, reconciliation, refunds).
+func newProviders(cfg *config.Config) *provider.Registry {
+	return drivers.New(providerOptions(cfg))
+}
+
+// providerOptions are the drivers' options of cfg, by provider name: each
+// one's API key, API URL and webhook signing secrets.
+func providerOptions(cfg *config.Config) map[string]provider.Options {
+	return map[string]provider.Options{
+		provider.Stripe: {APIKey: cfg.StripeSecretKey, APIURL: cfg.StripeAPIURL, WebhookSecrets: cfg.StripeSecrets},
+		provider.Paddle: {APIKey: cfg.PaddleAPIKey, APIURL: cfg.PaddleAPIURL, WebhookSecrets: cfg.PaddleSecrets},
+		provider.Creem:  {APIKey: cfg.CreemAPIKey, APIURL: cfg.CreemAPIURL, WebhookSecrets: cfg.CreemSecrets},
+	}
+}
+
+// skus is the catalogue: billing.yaml's, else the built-in one.
+func skus(cfg *config.Config) map[string]fulfillment.SKU {
+	if cfg.SKUs == nil {
+		return fulfillment.DefaultSKUs()
+	}
+	out := make(map[string]fulfillment.SKU, len(cfg.SKUs))
+	for name, s := range cfg.SKUs {
+		out[name] = fulfillment.SKU(s)
+	}
+	return out
+}
+
+// plans are the Marquee plans: billing.yaml's, else the built-in ones.
+func plans(cfg *config.Config) map[string]enforcer.Plan {
+	if cfg.Plans == nil {
+		return enforcer.DefaultPlans()
+	}
+	out := make(map[string]enforcer.Plan, len(cfg.Plans))
+	for name, p := range cfg.Plans {
+		out[name] = enforcer.Plan(p)
+	}
+	return out
+}
+
+// enforcerOptions are the funding service's options of cfg; the caller
+// adds its clock and logger.
+func enforcerOptions(cfg *config.Config) enforcer.Options {
+	// load has checked the mode, so the conversion is one of the modes.
+	return enforcer.Options{TZ: cfg.ServiceDayTZ, FundAhead: cfg.FundAhead, Complete: rivercomplete.Mode(cfg.BatchComplete)}
+}
+
+// jobsDeps are the worker process's: every worker and periodic job it
+// declares (package jobs).
+func (a *app) jobsDeps(logger *slog.Logger) jobs.Deps {
+	return jobs.Deps{Pool: a.pool, Wallet: a.wallet, Logger: logger, Providers: a.providers,
+		Enforcer: enforcerOptions(a.cfg), SweepSchedule: a.cfg.EnforcerSchedule,
+		ReconcileSchedule: a.cfg.ReconcileSchedule, ReconcileTimeout: a.cfg.ReconcileTimeout}
+}
+
+// apiOptions are the web process's (package httpapi), checkouts opened by
+// the provider drivers; the caller adds the River client.
+func (a *app) apiOptions(logger *slog.Logger) httpapi.Options {
+	return httpapi.Options{Pool: a.pool, Wallet: a.wallet, Logger: logger, Providers: a.providers,
+		Checkouts: a.checkouts(provider.Select[checkout.Opener](a.providers), logger),
+		Plans:     plans(a.cfg), TZ: a.cfg.ServiceDayTZ, RateLimit: httpapi.RateLimit(a.cfg.RateLimit),
+		RiverUIUser: a.cfg.RiverUIUser, RiverUIPassword: a.cfg.RiverUIPassword}
+}
+
+// checkouts open checkouts of the catalogue through openers, returning the
+// customer to the configured URLs.
+func (a *app) checkouts(openers map[string]checkout.Opener, logger *slog.Logger) *checkout.Service {
+	return checkout.NewService(checkout.Options{Openers: openers, SKUs: skus(a.cfg),
+		SuccessURL: a.cfg.CheckoutSuccessURL, CancelURL: a.cfg.CheckoutCancelURL, Logger: logger})
+}
