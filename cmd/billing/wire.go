@@ -79,24 +79,23 @@ func providerOptions(cfg *config.Config) map[string]provider.Options {
 
 // skus is the catalogue: billing.yaml's, else the built-in one.
 func skus(cfg *config.Config) map[string]fulfillment.SKU {
-	if cfg.SKUs == nil {
-		return fulfillment.DefaultSKUs()
-	}
-	out := make(map[string]fulfillment.SKU, len(cfg.SKUs))
-	for name, s := range cfg.SKUs {
-		out[name] = fulfillment.SKU(s)
-	}
-	return out
+	return fileOr(cfg.SKUs, fulfillment.DefaultSKUs, func(s config.SKU) fulfillment.SKU { return fulfillment.SKU(s) })
 }
 
 // plans are the Marquee plans: billing.yaml's, else the built-in ones.
 func plans(cfg *config.Config) map[string]enforcer.Plan {
-	if cfg.Plans == nil {
-		return enforcer.DefaultPlans()
+	return fileOr(cfg.Plans, enforcer.DefaultPlans, func(p config.Plan) enforcer.Plan { return enforcer.Plan(p) })
+}
+
+// fileOr is the file's entries made into the domain's type by conv, or
+// builtIn() when the file defines none (config leaves the map nil).
+func fileOr[F, D any](file map[string]F, builtIn func() map[string]D, conv func(F) D) map[string]D {
+	if file == nil {
+		return builtIn()
 	}
-	out := make(map[string]enforcer.Plan, len(cfg.Plans))
-	for name, p := range cfg.Plans {
-		out[name] = enforcer.Plan(p)
+	out := make(map[string]D, len(file))
+	for name, v := range file {
+		out[name] = conv(v)
 	}
 	return out
 }
