@@ -77,6 +77,9 @@ type Server struct {
 // New builds the handler. Call Start before serving so the River UI's
 // background work runs.
 func New(opts Options) (*Server, error) {
+	if opts.Wallet == nil {
+		return nil, errors.New("httpapi: Options.Wallet is required")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -91,9 +94,6 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Checkouts == nil {
 		opts.Checkouts = checkout.NewService(checkout.Options{Logger: opts.Logger})
-	}
-	if opts.Wallet == nil {
-		return nil, errors.New("httpapi: Options.Wallet is required")
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux()}
 	// /healthz stays on the public listener for load balancers (it says
