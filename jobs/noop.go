@@ -21,3 +21,10 @@ type NoopWorker struct {
 
 // Work implements river.Worker.
 func (NoopWorker) Work(context.Context, *river.Job[NoopArgs]) error { return nil }
+
+// RegisterNoop adds the no-op worker to workers, the way every package
+// registers its workers (see Registry); it declares no periodic job.
+func RegisterNoop(workers *river.Workers) []*river.PeriodicJob {
+	river.AddWorker(workers, &NoopWorker{})
+	return nil
+}

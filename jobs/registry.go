@@ -55,8 +55,8 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 	funding := deps.Enforcer
 	funding.Now, funding.Logger = deps.Now, deps.Logger
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &NoopWorker{})
 	periodic := slices.Concat(
+		RegisterNoop(workers),
 		fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: deps.Pool, Wallet: deps.Wallet, Logger: deps.Logger,
 			Now: deps.Now, Refunders: provider.Select[fulfillment.Refunder](deps.Providers)}),
 		playground.Register(workers, playground.WorkerOptions{Pool: deps.Pool, Now: deps.Now}),

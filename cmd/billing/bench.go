@@ -7,9 +7,11 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/internal/bench"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -43,7 +45,8 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 				return err
 			}
 			logger := newLogger(cfg, os.Stderr)
-			env := bench.Env{DatabaseURL: cfg.DatabaseURL, WalletOptions: walletOptions(cfg), TZ: cfg.ServiceDayTZ,
+			env := bench.Env{DatabaseURL: cfg.DatabaseURL, SparksPerMana: cfg.SparksPerMana,
+				WalletOn: func(pool *pgxpool.Pool) *wallet.Store { return newWallet(pool, cfg) }, TZ: cfg.ServiceDayTZ,
 				SKUs: skus(cfg), StripeSecrets: cfg.StripeSecrets, Clients: clients, Duration: duration, Logger: logger,
 				Progress: os.Stderr}
 			if !b.OwnDatabases {
@@ -52,7 +55,7 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 					return err
 				}
 				defer pool.Close()
-				env.Pool, env.Wallet = pool, newWallet(pool, cfg)
+				env.Pool, env.Wallet = pool, env.WalletOn(pool)
 			}
 			stop, err := startCPUProfile(cpuProfile)
 			if err != nil {

@@ -53,11 +53,7 @@ func newApp(cfg *config.Config, pool *pgxpool.Pool) *app {
 
 // newWallet is the wallet store over pool, posting at cfg's rate.
 func newWallet(pool *pgxpool.Pool, cfg *config.Config) *wallet.Store {
-	return wallet.New(pool, walletOptions(cfg))
-}
-
-func walletOptions(cfg *config.Config) wallet.Options {
-	return wallet.Options{SparksPerMana: cfg.SparksPerMana}
+	return wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
 }
 
 // newProviders is the registry of provider drivers built from cfg: every

@@ -120,7 +120,7 @@ func runAPIWrite(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 		return nil, err
 	}
 	vars := map[string]string{"minp": strconv.FormatInt(minp, 10), "run": run,
-		"rate": strconv.FormatInt(max(env.WalletOptions.SparksPerMana, 1), 10), "body": apiWriteBody}
+		"rate": strconv.FormatInt(max(env.SparksPerMana, 1), 10), "body": apiWriteBody}
 	// Every request a fresh key: numbered per client across the warm-up
 	// and the rounds (Load's seq restarts at each).
 	next := make([]int64, env.Clients)

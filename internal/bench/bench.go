@@ -27,11 +27,13 @@ import (
 type Env struct {
 	Pool        *pgxpool.Pool
 	DatabaseURL string
-	// Wallet is the store over Pool that benchmarks post through;
-	// WalletOptions are its options, for the stores over a benchmark's own
-	// pools.
+	// Wallet is the program's wallet store (over Pool), which every
+	// benchmark posts through; SparksPerMana is the rate it converts at.
+	// WalletOn is the same store over another pool, for a benchmark that
+	// starts databases of its own (OwnDatabases: Pool and Wallet are nil).
 	Wallet        *wallet.Store
-	WalletOptions wallet.Options
+	SparksPerMana int64
+	WalletOn      func(*pgxpool.Pool) *wallet.Store
 	// TZ is the service-day time zone (required).
 	TZ *time.Location
 	// SKUs is the catalogue orders are made from; nil is the built-in one.

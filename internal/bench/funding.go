@@ -180,7 +180,7 @@ func (f *fundingRun) noop(ctx context.Context, n int) (*Report, error) {
 	}
 	return workJobs(ctx, f.env, "river_noop", func(*pgxpool.Pool) *river.Workers {
 		workers := river.NewWorkers()
-		river.AddWorker(workers, &jobs.NoopWorker{})
+		jobs.RegisterNoop(workers)
 		return workers
 	}, jobs.QueueDefault, f.qc, args, f.logger)
 }
@@ -192,7 +192,8 @@ func (f *fundingRun) fundDays(ctx context.Context, marquees []int64) (*Report, e
 	}
 	return workJobs(ctx, f.env, "funding", func(pool *pgxpool.Pool) *river.Workers {
 		workers := river.NewWorkers()
-		svc := enforcer.New(pool, wallet.New(pool, f.env.WalletOptions), enforcer.Options{TZ: f.env.TZ, Logger: f.logger})
+		// The store posts inside the service's transactions, on pool.
+		svc := enforcer.New(pool, f.wallet, enforcer.Options{TZ: f.env.TZ, Logger: f.logger})
 		enforcer.Register(workers, enforcer.WorkerOptions{Service: svc})
 		return workers
 	}, jobs.QueueFunding, f.qc, args, f.logger)

@@ -147,7 +147,7 @@ func prepareHA(ctx context.Context, env Env, name, url string, wallets int, dupR
 		return t, err
 	}
 	e := env
-	e.Pool, e.DatabaseURL, e.Wallet = pool, url, wallet.New(pool, env.WalletOptions)
+	e.Pool, e.DatabaseURL, e.Wallet = pool, url, env.WalletOn(pool)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	env.Progressf("ha: %s: seeding %d wallets, %d API players, webhook orders", name, wallets, env.Clients)
 	if t.ops["wallet_posts"], err = haWalletOp(ctx, e, wallets, run); err != nil {

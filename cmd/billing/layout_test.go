@@ -1,0 +1,238 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// These tests read the module's source: they hold the shape of the
+// program's wiring that no behavioural test can (cmd/billing is the one
+// composition root; see also config's deps_test.go).
+
+const module = "github.com/fibe-dev/billing"
+
+// sourceFile is one parsed non-test Go file of the module.
+type sourceFile struct {
+	rel  string // slash-separated, from the module root
+	file *ast.File
+	// imports maps each name the file uses for an import to its path.
+	imports map[string]string
+}
+
+// moduleSources parses every non-test Go file of the module.
+func moduleSources(t *testing.T) []sourceFile {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	var files []sourceFile
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		files = append(files, sourceFile{rel: filepath.ToSlash(rel), file: f, imports: importNames(f)})
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, len(files), 100, "the module's sources were found")
+	return files
+}
+
+func importNames(f *ast.File) map[string]string {
+	names := map[string]string{}
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		names[name] = path
+	}
+	return names
+}
+
+// calls reports each call of path's function fn in f, with the function
+// declaration it sits in (nil at package level).
+func (f sourceFile) calls(path, fn string, found func(in *ast.FuncDecl, at token.Pos)) {
+	for _, decl := range f.file.Decls {
+		in, _ := decl.(*ast.FuncDecl)
+		ast.Inspect(decl, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == fn {
+				if x, ok := sel.X.(*ast.Ident); ok && f.imports[x.Name] == path {
+					found(in, call.Pos())
+				}
+			}
+			return true
+		})
+	}
+}
+
+// testHelper: a package that exists for tests (fulfillmenttest, testkit,
+// testdb, ...) builds what its tests need.
+func (f sourceFile) testHelper() bool {
+	dir := filepath.Base(filepath.Dir(f.rel))
+	return strings.HasSuffix(dir, "test") || strings.HasPrefix(dir, "test")
+}
+
+// TestOnlyTheRootBuildsAWalletStore: the program has one wallet store per
+// process, built in cmd/billing and handed down; no package below cmd
+// builds its own from a pool (test helpers aside).
+func TestOnlyTheRootBuildsAWalletStore(t *testing.T) {
+	t.Parallel()
+	var builders []string
+	for _, f := range moduleSources(t) {
+		if f.testHelper() {
+			continue
+		}
+		f.calls(module+"/wallet", "New", func(_ *ast.FuncDecl, _ token.Pos) {
+			builders = append(builders, f.rel)
+		})
+	}
+	require.Equal(t, []string{"cmd/billing/wire.go"}, builders, "wallet.New is called only by the composition root")
+}
+
+// TestWorkersRegisterOneWay: every package adds its River workers in a
+// Register function of one shape, func(*river.Workers[, options])
+// []*river.PeriodicJob, and jobs.Registry calls every one of them in its
+// one list.
+func TestWorkersRegisterOneWay(t *testing.T) {
+	t.Parallel()
+	files := moduleSources(t)
+	registers := map[string]bool{} // "pkgpath.Func" of each Register of the shape
+	for _, f := range files {
+		f.calls("github.com/riverqueue/river", "AddWorker", func(in *ast.FuncDecl, at token.Pos) {
+			require.NotNil(t, in, "%s: river.AddWorker outside a function", f.rel)
+			require.True(t, registerShape(f, in), "%s: river.AddWorker in %s, which is not a Register function "+
+				"func(*river.Workers[, options]) []*river.PeriodicJob", f.rel, in.Name.Name)
+			if in.Recv == nil && ast.IsExported(in.Name.Name) {
+				registers[module+"/"+filepath.ToSlash(filepath.Dir(f.rel))+"."+in.Name.Name] = true
+			}
+		})
+	}
+	require.GreaterOrEqual(t, len(registers), 6, "the domain packages' and the no-op job's Register")
+	called := registryCalls(t, files)
+	for r := range registers {
+		require.True(t, called[r], "jobs.Registry does not call %s", r)
+	}
+}
+
+// registerShape: fn is named Register..., takes *river.Workers first and,
+// at most, one options value, and returns []*river.PeriodicJob.
+func registerShape(f sourceFile, fn *ast.FuncDecl) bool {
+	params, results := fn.Type.Params.List, fn.Type.Results
+	if !strings.HasPrefix(fn.Name.Name, "Register") || len(params) == 0 || len(params) > 2 ||
+		len(params[0].Names) > 1 || results == nil || len(results.List) != 1 {
+		return false
+	}
+	return typeIs(f, params[0].Type, "*", "github.com/riverqueue/river", "Workers") &&
+		typeIs(f, results.List[0].Type, "[]*", "github.com/riverqueue/river", "PeriodicJob")
+}
+
+// typeIs: expr is prefix (a run of "*" and "[]") then path's name.
+func typeIs(f sourceFile, expr ast.Expr, prefix, path, name string) bool {
+	for prefix != "" {
+		switch e := expr.(type) {
+		case *ast.StarExpr:
+			if !strings.HasPrefix(prefix, "*") {
+				return false
+			}
+			expr, prefix = e.X, prefix[1:]
+		case *ast.ArrayType:
+			if !strings.HasPrefix(prefix, "[]") || e.Len != nil {
+				return false
+			}
+			expr, prefix = e.Elt, prefix[2:]
+		default:
+			return false
+		}
+	}
+	sel, ok := expr.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	x, ok := sel.X.(*ast.Ident)
+	return ok && f.imports[x.Name] == path && sel.Sel.Name == name
+}
+
+// registryCalls are the functions jobs.Registry calls, as "pkgpath.Func"
+// (its own package's too).
+func registryCalls(t *testing.T, files []sourceFile) map[string]bool {
+	t.Helper()
+	called := map[string]bool{}
+	for _, f := range files {
+		if filepath.Dir(f.rel) != "jobs" {
+			continue
+		}
+		for _, decl := range f.file.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Name.Name == "Registry" && fn.Recv == nil {
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					switch c := n.(type) {
+					case *ast.SelectorExpr:
+						if x, ok := c.X.(*ast.Ident); ok && f.imports[x.Name] != "" {
+							called[f.imports[x.Name]+"."+c.Sel.Name] = true
+						}
+					case *ast.CallExpr:
+						if id, ok := c.Fun.(*ast.Ident); ok {
+							called[module+"/jobs."+id.Name] = true
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+	require.NotEmpty(t, called, "jobs.Registry was found")
+	return called
+}
+
+// TestOnlyDevReachesTheDevCheckout: the simulated checkout (package
+// devcheckout) is imported by billing dev's files (cmd/billing/dev*.go) only, and only dev's run
+// adds it to the API's options; billing web cannot reach it
+// (TestWebServesNoDevCheckout shows it from outside).
+func TestOnlyDevReachesTheDevCheckout(t *testing.T) {
+	t.Parallel()
+	var importers, adders []string
+	for _, f := range moduleSources(t) {
+		if slices.Contains(slices.Collect(maps.Values(f.imports)), module+"/internal/devcheckout") {
+			importers = append(importers, f.rel)
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok {
+				if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "withDevCheckout" && strings.HasPrefix(f.rel, "cmd/billing/") {
+					adders = append(adders, f.rel)
+				}
+			}
+			return true
+		})
+	}
+	require.Contains(t, importers, "cmd/billing/dev_checkout.go")
+	for _, rel := range importers {
+		require.True(t, strings.HasPrefix(rel, "cmd/billing/dev"), "%s imports devcheckout: only billing dev's files may", rel)
+	}
+	require.Equal(t, []string{"cmd/billing/dev.go"}, adders)
+}
