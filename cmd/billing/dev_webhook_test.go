@@ -30,35 +30,14 @@ var noWebhookSecrets = []string{"BILLING_STRIPE_WEBHOOK_SECRET=", "BILLING_PADDL
 // secret is accepted.
 func TestDevSendWebhook(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "dev")
-	addr := freeAddr(t)
-	env := append([]string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, noWebhookSecrets...)
-	dev := startProc(t, env, "dev", "--dir", dir)
-	waitHealthy(t, "http://"+addr, dev, 60*time.Second)
-	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), "Ctrl-C stops everything") }, 10*time.Second, 20*time.Millisecond)
-
-	raw, err := os.ReadFile(filepath.Join(dir, "demo.json"))
-	require.NoError(t, err)
-	var seed demoSeed
-	require.NoError(t, json.Unmarshal(raw, &seed))
-	require.Equal(t, "http://"+addr, seed.URL)
-	for _, p := range []string{"stripe", "paddle", "creem"} {
-		require.NotEmpty(t, seed.WebhookSecrets[p], "a dev secret for %s", p)
-	}
-	api := devAPI{t: t, base: seed.URL, key: seed.APIKey}
-	sendWebhook := func(args ...string) (string, error) {
-		cmd := exec.Command(binPath, append([]string{"dev", "send-webhook"}, append(args, "--dir", dir)...)...)
-		cmd.Env = append(os.Environ(), noWebhookSecrets...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-
+	d := startWebhookDev(t)
+	api := d.api
 	manaBefore := api.mana()
 	order := api.checkout("mana_1000", "stripe")
-	out, err := sendWebhook("stripe", "--order", order.ID, "--event", "evt_x")
+	out, err := d.send("stripe", "--order", order.ID, "--event", "evt_x")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "event evt_x, order "+order.ID+", 999 usd\n200 OK\n{\"status\":\"claimed\"}\n")
-	out, err = sendWebhook("stripe", "--order", order.ID, "--event", "evt_x")
+	out, err = d.send("stripe", "--order", order.ID, "--event", "evt_x")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "200 OK\n{\"status\":\"duplicate\"}\n")
 	require.Equal(t, "fulfilled", api.waitOrder(order.ID).Status)
@@ -67,21 +46,91 @@ func TestDevSendWebhook(t *testing.T) {
 
 	// Another amount: claimed by intake, then rejected by the fulfillment.
 	wrong := api.checkout("mana_1000", "paddle")
-	out, err = sendWebhook("paddle", "--order", wrong.ID, "--amount", "1")
+	out, err = d.send("paddle", "--order", wrong.ID, "--amount", "1")
 	require.NoError(t, err, out)
 	require.Contains(t, out, ", 1 usd\n200 OK\n{\"status\":\"claimed\"}\n")
 	rejected := api.waitOrder(wrong.ID)
 	require.Equal(t, "rejected", rejected.Status)
 	require.Contains(t, rejected.Reason, "paid 1 usd")
 
-	// Creem, with a random event id each run: two runs, two claims, one credit.
-	creem := api.checkout("mana_5000", "creem")
+	creem := d.payCreem()
+	require.Equal(t, manaBefore+order.Mana+creem.Mana, api.mana())
+	require.Equal(t, 1, api.purchases(creem.ID))
+
+	// A partial refund of the Stripe order, sent twice under new event ids:
+	// clawed back once, ceil(1000 x 500 / 999) Mana.
 	for range 2 {
-		out, err = sendWebhook("creem", "--order", creem.ID)
+		out, err = d.send("stripe", "--order", order.ID, "--kind", "refund", "--amount", "500")
 		require.NoError(t, err, out)
 		require.Contains(t, out, "200 OK\n{\"status\":\"claimed\"}\n")
 	}
-	out, err = sendWebhook("creem", "--order", creem.ID, "--json")
+	require.Eventually(t, func() bool { return api.waitOrder(order.ID).Status == "partially_refunded" }, 20*time.Second, 50*time.Millisecond)
+	require.Equal(t, manaBefore+order.Mana+creem.Mana-501, api.mana())
+	out, err = d.send("paddle", "--order", wrong.ID, "--kind", "dispute-open")
+	require.Error(t, err)
+	require.Contains(t, out, `paddle sends no "dispute-open" event`)
+
+	// A refused delivery exits non-zero and says why.
+	out, err = d.send("stripe", "--order", order.ID, "--amount", "999", "--currency", "usd", "--url", "http://"+d.addr+"/nowhere")
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "want a non-zero exit, got %v:\n%s", err, out)
+	require.Contains(t, out, "\n404 Not Found\n")
+	out, err = d.send("stripe", "--order", "999999999")
+	require.Error(t, err)
+	require.Contains(t, out, "answered 404")
+
+	d.dev.stop(t, syscall.SIGINT, 20*time.Second)
+}
+
+// webhookDev is a running `billing dev` with secrets of its own, its demo
+// seed and an API client as its demo player.
+type webhookDev struct {
+	t         *testing.T
+	dev       *proc
+	dir, addr string
+	seed      demoSeed
+	api       devAPI
+}
+
+func startWebhookDev(t *testing.T) *webhookDev {
+	t.Helper()
+	d := &webhookDev{t: t, dir: filepath.Join(t.TempDir(), "dev"), addr: freeAddr(t)}
+	env := append([]string{"BILLING_HTTP_ADDR=" + d.addr, "BILLING_DATABASE_URL="}, noWebhookSecrets...)
+	d.dev = startProc(t, env, "dev", "--dir", d.dir)
+	waitHealthy(t, "http://"+d.addr, d.dev, 60*time.Second)
+	require.Eventually(t, func() bool { return strings.Contains(d.dev.out.String(), "Ctrl-C stops everything") }, 10*time.Second, 20*time.Millisecond)
+
+	raw, err := os.ReadFile(filepath.Join(d.dir, "demo.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &d.seed))
+	require.Equal(t, "http://"+d.addr, d.seed.URL)
+	for _, p := range []string{"stripe", "paddle", "creem"} {
+		require.NotEmpty(t, d.seed.WebhookSecrets[p], "a dev secret for %s", p)
+	}
+	d.api = devAPI{t: t, base: d.seed.URL, key: d.seed.APIKey}
+	return d
+}
+
+// send runs `billing dev send-webhook args... --dir <dev's>`.
+func (d *webhookDev) send(args ...string) (string, error) {
+	cmd := exec.Command(binPath, append([]string{"dev", "send-webhook"}, append(args, "--dir", d.dir)...)...)
+	cmd.Env = append(os.Environ(), noWebhookSecrets...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// payCreem pays a new Creem order with a random event id each run: two
+// runs, two claims, then a third with --json; the order is fulfilled.
+func (d *webhookDev) payCreem() apiOrder {
+	t := d.t
+	t.Helper()
+	creem := d.api.checkout("mana_5000", "creem")
+	for range 2 {
+		out, err := d.send("creem", "--order", creem.ID)
+		require.NoError(t, err, out)
+		require.Contains(t, out, "200 OK\n{\"status\":\"claimed\"}\n")
+	}
+	out, err := d.send("creem", "--order", creem.ID, "--json")
 	require.NoError(t, err, out)
 	var sent struct {
 		URL    string `json:"url"`
@@ -92,37 +141,12 @@ func TestDevSendWebhook(t *testing.T) {
 		} `json:"answer"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &sent), out)
-	require.Equal(t, seed.URL+"/webhooks/creem", sent.URL)
+	require.Equal(t, d.seed.URL+"/webhooks/creem", sent.URL)
 	require.Equal(t, creem.ID, sent.Order)
 	require.Equal(t, 200, sent.Status)
 	require.Equal(t, "claimed", sent.Answer.Status)
-	require.Equal(t, "fulfilled", api.waitOrder(creem.ID).Status)
-	require.Equal(t, manaBefore+order.Mana+creem.Mana, api.mana())
-	require.Equal(t, 1, api.purchases(creem.ID))
-
-	// A partial refund of the Stripe order, sent twice under new event ids:
-	// clawed back once, ceil(1000 x 500 / 999) Mana.
-	for range 2 {
-		out, err = sendWebhook("stripe", "--order", order.ID, "--kind", "refund", "--amount", "500")
-		require.NoError(t, err, out)
-		require.Contains(t, out, "200 OK\n{\"status\":\"claimed\"}\n")
-	}
-	require.Eventually(t, func() bool { return api.waitOrder(order.ID).Status == "partially_refunded" }, 20*time.Second, 50*time.Millisecond)
-	require.Equal(t, manaBefore+order.Mana+creem.Mana-501, api.mana())
-	out, err = sendWebhook("paddle", "--order", wrong.ID, "--kind", "dispute-open")
-	require.Error(t, err)
-	require.Contains(t, out, `paddle sends no "dispute-open" event`)
-
-	// A refused delivery exits non-zero and says why.
-	out, err = sendWebhook("stripe", "--order", order.ID, "--amount", "999", "--currency", "usd", "--url", "http://"+addr+"/nowhere")
-	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "want a non-zero exit, got %v:\n%s", err, out)
-	require.Contains(t, out, "\n404 Not Found\n")
-	out, err = sendWebhook("stripe", "--order", "999999999")
-	require.Error(t, err)
-	require.Contains(t, out, "answered 404")
-
-	dev.stop(t, syscall.SIGINT, 20*time.Second)
+	require.Equal(t, "fulfilled", d.api.waitOrder(creem.ID).Status)
+	return creem
 }
 
 // devAPI calls the /v1 API of a test server as one player.

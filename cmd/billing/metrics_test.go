@@ -36,118 +36,161 @@ import (
 // `sum()` would).
 func TestMetrics(t *testing.T) {
 	t.Parallel()
+	r := startMetricsRun(t)
+	r.webhooks()
+	r.conversionsAndMarquee()
+	m, insufficient := r.scrape()
+	requireIntakeAndWalletSeries(t, m, insufficient)
+	requireFundingSeries(t, m, insufficient)
+	requireJobSeries(t, m)
+	requireAPISeries(t, m)
+	r.web.stop(t, syscall.SIGTERM, 15*time.Second)
+	r.worker.stop(t, syscall.SIGTERM, 15*time.Second)
+}
+
+// metricsRun is TestMetrics' billing web and worker, their listeners and
+// the player whose API key drives the workload.
+type metricsRun struct {
+	t                            *testing.T
+	web, worker                  *proc
+	webURL, webOpsURL, workerURL string
+	secrets                      map[string]string
+	api                          devAPI
+}
+
+func startMetricsRun(t *testing.T) *metricsRun {
+	t.Helper()
 	dbURL := testdb.NewURL(t)
 	webAddr, webOpsAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	secrets := map[string]string{"stripe": "whsec_metrics_stripe", "paddle": "pdl_metrics_paddle", "creem": "creem_metrics"}
+	r := &metricsRun{t: t, webURL: "http://" + webAddr, webOpsURL: "http://" + webOpsAddr, workerURL: "http://" + metricsAddr,
+		secrets: map[string]string{"stripe": "whsec_metrics_stripe", "paddle": "pdl_metrics_paddle", "creem": "creem_metrics"}}
 	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json",
-		"BILLING_STRIPE_WEBHOOK_SECRET=" + secrets["stripe"],
-		"BILLING_PADDLE_WEBHOOK_SECRET=" + secrets["paddle"],
-		"BILLING_CREEM_WEBHOOK_SECRET=" + secrets["creem"]}
+		"BILLING_STRIPE_WEBHOOK_SECRET=" + r.secrets["stripe"],
+		"BILLING_PADDLE_WEBHOOK_SECRET=" + r.secrets["paddle"],
+		"BILLING_CREEM_WEBHOOK_SECRET=" + r.secrets["creem"]}
 	// Checkouts need a provider API: a recording fake plays Stripe and Paddle.
 	fake := providerfake.Start()
 	t.Cleanup(fake.Close)
 	env = append(env, "BILLING_STRIPE_SECRET_KEY=sk_test_metrics", "BILLING_STRIPE_API_URL="+fake.URL,
 		"BILLING_PADDLE_API_KEY=pdl_metrics", "BILLING_PADDLE_ENVIRONMENT="+fake.URL)
-	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr, "BILLING_METRICS_ADDR="+webOpsAddr), "web")
-	worker := startProc(t, append(env, "BILLING_METRICS_ADDR="+metricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
-	webURL, webOpsURL, workerURL := "http://"+webAddr, "http://"+webOpsAddr, "http://"+metricsAddr
-	waitHealthy(t, webURL, web, 30*time.Second)
-	waitHealthy(t, webOpsURL, web, 30*time.Second)
-	waitHealthy(t, workerURL, worker, 30*time.Second)
-	requireNoPublicMetrics(t, webURL)
+	r.web = startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr, "BILLING_METRICS_ADDR="+webOpsAddr), "web")
+	r.worker = startProc(t, append(env, "BILLING_METRICS_ADDR="+metricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
+	waitHealthy(t, r.webURL, r.web, 30*time.Second)
+	waitHealthy(t, r.webOpsURL, r.web, 30*time.Second)
+	waitHealthy(t, r.workerURL, r.worker, 30*time.Second)
+	requireNoPublicMetrics(t, r.webURL)
 
 	var created struct {
 		APIKey string `json:"api_key"`
 	}
 	out := runBilling(t, env, "players", "create", "--name", "metrics")
 	require.NoError(t, json.Unmarshal([]byte(out), &created), out)
-	api := devAPI{t: t, base: webURL, key: created.APIKey}
-	deliver := func(provider string, body []byte, secret string, at time.Time) (int, string) {
-		t.Helper()
-		header, value, err := devwebhook.Sign(provider, secret, body, at)
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, webURL+"/webhooks/"+provider, bytes.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set(header, value)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
-	}
-	now := time.Now()
+	r.api = devAPI{t: t, base: r.webURL, key: created.APIKey}
+	return r
+}
 
-	// Webhooks: one order paid by the same Stripe event twice, then four
-	// refusals; a Paddle payment of the wrong amount; a Creem payment of an
-	// order that does not exist.
-	paid := api.checkout("mana_1000", "stripe")
-	var paidID int64
-	_, err := fmt.Sscan(paid.ID, &paidID)
+// deliver posts body to provider's webhook intake, signed with secret at at.
+func (r *metricsRun) deliver(provider string, body []byte, secret string, at time.Time) (int, string) {
+	t := r.t
+	t.Helper()
+	header, value, err := devwebhook.Sign(provider, secret, body, at)
 	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.webURL+"/webhooks/"+provider, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set(header, value)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// checkoutID checks sku out through provider and returns the order's id.
+func (r *metricsRun) checkoutID(sku, provider string) (string, int64) {
+	o := r.api.checkout(sku, provider)
+	var id int64
+	_, err := fmt.Sscan(o.ID, &id)
+	require.NoError(r.t, err)
+	return o.ID, id
+}
+
+// webhooks: one order paid by the same Stripe event twice, then four
+// refusals; a Paddle payment of the wrong amount; a Creem payment of an
+// order that does not exist.
+func (r *metricsRun) webhooks() {
+	t, now := r.t, time.Now()
+	paid, paidID := r.checkoutID("mana_1000", "stripe")
 	event := devwebhook.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
 	for _, want := range []string{"claimed", "duplicate"} {
-		code, body := deliver("stripe", event, secrets["stripe"], now)
+		code, body := r.deliver("stripe", event, r.secrets["stripe"], now)
 		require.Equal(t, http.StatusOK, code, body)
 		require.Contains(t, body, want)
 	}
-	code, body := deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
+	code, body := r.deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "bad_signature")
-	code, body = deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), secrets["stripe"], now.Add(-time.Hour))
+	code, body = r.deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), r.secrets["stripe"], now.Add(-time.Hour))
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "stale_signature")
-	code, body = deliver("stripe", []byte(`{"id":"evt_malformed",`), secrets["stripe"], now)
+	code, body = r.deliver("stripe", []byte(`{"id":"evt_malformed",`), r.secrets["stripe"], now)
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "malformed_payload")
-	code, body = deliver("stripe", bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1), secrets["stripe"], now)
+	code, body = r.deliver("stripe", bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1), r.secrets["stripe"], now)
 	require.Equal(t, http.StatusRequestEntityTooLarge, code, body)
-	wrong := api.checkout("mana_1000", "paddle")
-	var wrongID int64
-	_, err = fmt.Sscan(wrong.ID, &wrongID)
-	require.NoError(t, err)
-	code, body = deliver("paddle", devwebhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), secrets["paddle"], now)
+	wrong, wrongID := r.checkoutID("mana_1000", "paddle")
+	code, body = r.deliver("paddle", devwebhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), r.secrets["paddle"], now)
 	require.Equal(t, http.StatusOK, code, body)
-	code, body = deliver("creem", devwebhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), secrets["creem"], now)
+	code, body = r.deliver("creem", devwebhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), r.secrets["creem"], now)
 	require.Equal(t, http.StatusOK, code, body)
-	require.Equal(t, "fulfilled", api.waitOrder(paid.ID).Status)
-	require.Equal(t, "rejected", api.waitOrder(wrong.ID).Status)
-	waitMetric(t, workerURL, 30*time.Second, "billing_fulfilments_total", lbl("outcome", "unknown_order"), 1)
+	require.Equal(t, "fulfilled", r.api.waitOrder(paid).Status)
+	require.Equal(t, "rejected", r.api.waitOrder(wrong).Status)
+	waitMetric(t, r.workerURL, 30*time.Second, "billing_fulfilments_total", lbl("outcome", "unknown_order"), 1)
+}
 
-	// Conversions: a key sent twice, then with another body; one too large.
-	convert := func(mana int64, want int, headers ...string) http.Header {
-		t.Helper()
-		status, b, h := api.do(http.MethodPost, "/v1/conversions", map[string]int64{"mana": mana}, headers...)
-		require.Equal(t, want, status, string(b))
-		return h
-	}
-	convert(50, http.StatusCreated, "Idempotency-Key", "metrics-conv-1")
-	h := convert(50, http.StatusCreated, "Idempotency-Key", "metrics-conv-1")
+// convert converts mana Mana, requiring the status want.
+func (r *metricsRun) convert(mana int64, want int, headers ...string) http.Header {
+	r.t.Helper()
+	status, b, h := r.api.do(http.MethodPost, "/v1/conversions", map[string]int64{"mana": mana}, headers...)
+	require.Equal(r.t, want, status, string(b))
+	return h
+}
+
+// conversionsAndMarquee: a key sent twice, then with another body; one
+// too large. Then a Marquee (100 Sparks a day) whose owner has 50 Sparks,
+// then 250.
+func (r *metricsRun) conversionsAndMarquee() {
+	t := r.t
+	r.convert(50, http.StatusCreated, "Idempotency-Key", "metrics-conv-1")
+	h := r.convert(50, http.StatusCreated, "Idempotency-Key", "metrics-conv-1")
 	require.Equal(t, "true", h.Get("X-Idempotent-Replayed"))
-	convert(51, http.StatusUnprocessableEntity, "Idempotency-Key", "metrics-conv-1")
-	convert(5000, http.StatusConflict) // 950 Mana left
+	r.convert(51, http.StatusUnprocessableEntity, "Idempotency-Key", "metrics-conv-1")
+	r.convert(5000, http.StatusConflict) // 950 Mana left
 
-	// A Marquee (100 Sparks a day) whose owner has 50 Sparks, then 250.
 	var marquee struct {
 		ID     string `json:"id"`
 		Funded bool   `json:"funded"`
 	}
-	api.decode(http.MethodPost, "/v1/marquees", map[string]string{"name": "m", "plan": "standard"}, http.StatusCreated, &marquee)
-	waitMetric(t, workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "insufficient"), 1)
-	convert(200, http.StatusCreated)
-	waitMetric(t, workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "funded"), 1)
-	api.decode(http.MethodGet, "/v1/marquees/"+marquee.ID, nil, http.StatusOK, &marquee)
+	r.api.decode(http.MethodPost, "/v1/marquees", map[string]string{"name": "m", "plan": "standard"}, http.StatusCreated, &marquee)
+	waitMetric(t, r.workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "insufficient"), 1)
+	r.convert(200, http.StatusCreated)
+	waitMetric(t, r.workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "funded"), 1)
+	r.api.decode(http.MethodGet, "/v1/marquees/"+marquee.ID, nil, http.StatusOK, &marquee)
 	require.True(t, marquee.Funded)
-	mana, sparks := api.balances()
+	mana, sparks := r.api.balances()
 	require.Equal(t, []int64{1000 - 250, 250 - 100}, []int64{mana, sparks})
+}
 
-	// Both scrapes, summed. The fund_day counts are cross-checked against
-	// River's own numbers; a sweep tick may still be finishing, so retry.
+// scrape is both scrapes, summed, and the insufficient fundings among
+// them. The fund_day counts are cross-checked against River's own
+// numbers; a sweep tick may still be finishing, so it retries.
+func (r *metricsRun) scrape() (metricSet, float64) {
+	t := r.t
 	var m metricSet
 	require.Eventually(t, func() bool {
-		m = scrapeAll(t, webOpsURL, workerURL)
+		m = scrapeAll(t, r.webOpsURL, r.workerURL)
 		fundings := m.sum("billing_fundings_total")
 		return fundings == m.value("billing_river_jobs", lbl("kind", "fund_day", "state", "completed")) &&
 			fundings == m.value("billing_river_jobs_worked_total", lbl("kind", "fund_day", "outcome", "completed"))
@@ -155,7 +198,13 @@ func TestMetrics(t *testing.T) {
 	insufficient := m.value("billing_fundings_total", lbl("outcome", "insufficient"))
 	require.GreaterOrEqual(t, insufficient, 1.0)
 	t.Logf("fundings: %v insufficient before the top-up (one per sweep tick)", insufficient)
+	return m, insufficient
+}
 
+// requireIntakeAndWalletSeries: the webhook deliveries and wallet posts
+// TestMetrics made.
+func requireIntakeAndWalletSeries(t *testing.T, m metricSet, insufficient float64) {
+	t.Helper()
 	// billing_webhook_deliveries_total: exactly these series.
 	require.Equal(t, map[string]float64{
 		lbl("provider", "stripe", "outcome", "claimed"):       1,
@@ -179,8 +228,11 @@ func TestMetrics(t *testing.T) {
 		lbl("kind", "funding", "outcome", "insufficient"):    insufficient,
 		lbl("kind", "funding", "outcome", "created"):         1,
 	}, m.family("billing_wallet_posts_total"))
+}
 
-	// Fundings, their lag, the enforcer.
+// requireFundingSeries: fundings, their lag, the enforcer.
+func requireFundingSeries(t *testing.T, m metricSet, insufficient float64) {
+	t.Helper()
 	require.Equal(t, 1.0, m.value("billing_fundings_total", lbl("outcome", "funded")))
 	require.Contains(t, []float64{0, 1}, m.value("billing_fundings_total", lbl("outcome", "already_paid")),
 		"exported from the start; at most one late sweep tick")
@@ -192,8 +244,11 @@ func TestMetrics(t *testing.T) {
 	require.GreaterOrEqual(t, m.value("billing_enforcer_sweep_duration_seconds_count", ""), insufficient+1)
 	require.True(t, m.has("billing_marquees_unfunded", ""), "billing web exports the unfunded gauge")
 	require.Equal(t, 0.0, m.value("billing_marquees_unfunded", ""), "the Marquee was funded after its top-up")
+}
 
-	// River jobs, fulfillments.
+// requireJobSeries: River jobs, fulfillments.
+func requireJobSeries(t *testing.T, m metricSet) {
+	t.Helper()
 	require.Equal(t, 1.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "completed")))
 	require.Equal(t, 2.0, m.value("billing_river_jobs", lbl("kind", "fulfill_order", "state", "cancelled")))
 	for _, state := range []string{"retryable", "discarded", "available", "running"} {
@@ -212,8 +267,11 @@ func TestMetrics(t *testing.T) {
 		lbl("outcome", "unapplied"):         0,
 		lbl("outcome", "error"):             0,
 	}, m.family("billing_fulfilments_total"))
+}
 
-	// The idempotency cache and the API.
+// requireAPISeries: the idempotency cache and the API.
+func requireAPISeries(t *testing.T, m metricSet) {
+	t.Helper()
 	require.Equal(t, map[string]float64{
 		lbl("outcome", "miss"):   1,
 		lbl("outcome", "replay"): 1,
@@ -231,9 +289,6 @@ func TestMetrics(t *testing.T) {
 	for key := range m.family("billing_http_requests_total") {
 		require.NotContains(t, key, `code="5`, "no 5xx answers")
 	}
-
-	web.stop(t, syscall.SIGTERM, 15*time.Second)
-	worker.stop(t, syscall.SIGTERM, 15*time.Second)
 }
 
 // metricSet holds scraped samples: family name (histograms as _count and

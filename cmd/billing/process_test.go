@@ -24,43 +24,8 @@ func TestProcesses(t *testing.T) {
 	t.Parallel()
 	dbURL := testdb.EmptyURL(t)
 	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_LOG_FORMAT=json"}
-	first := runBilling(t, env, "migrate", "--json")
-	var applied struct {
-		River []int   `json:"river_applied"`
-		App   []int64 `json:"app_applied"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(lastLine(first)), &applied), first)
-	require.NotEmpty(t, applied.River)
-	require.NotEmpty(t, applied.App)
-	require.Contains(t, runBilling(t, env, "migrate"), "migrate: applied 0 River migrations and 0 app migrations\n")
-	require.Equal(t, `{"river_applied":[],"app_applied":[]}`, lastLine(runBilling(t, env, "migrate", "--json")))
-
-	concurrentURL := testdb.EmptyURL(t)
-	var wg sync.WaitGroup
-	outs := make([][]byte, 2)
-	errs := make([]error, 2)
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.Command(binPath, "migrate")
-			cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+concurrentURL)
-			outs[i], errs[i] = cmd.CombinedOutput()
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errs[0], string(outs[0]))
-	require.NoError(t, errs[1], string(outs[1]))
+	requireMigrate(t, env)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, concurrentURL)
-	require.NoError(t, err)
-	defer pool.Close()
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id > 0").Scan(&n))
-	require.Positive(t, n)
-	var distinct int
-	require.NoError(t, pool.QueryRow(ctx, "SELECT count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0").Scan(&distinct))
-	require.Equal(t, distinct, n, "each migration applied once")
 
 	addr, opsAddr := freeAddr(t), freeAddr(t)
 	base, ops := "http://"+addr, "http://"+opsAddr
@@ -107,6 +72,50 @@ func TestProcesses(t *testing.T) {
 	web.stop(t, syscall.SIGTERM, 10*time.Second)
 	worker.stop(t, syscall.SIGTERM, 10*time.Second)
 	require.True(t, strings.Contains(worker.out.String(), `"msg":"worker stopped"`), worker.out.String())
+}
+
+// requireMigrate runs migrate on env's database twice (the second applies
+// nothing, as text and as JSON), then two at once on another fresh
+// database: each migration is applied once.
+func requireMigrate(t *testing.T, env []string) {
+	t.Helper()
+	first := runBilling(t, env, "migrate", "--json")
+	var applied struct {
+		River []int   `json:"river_applied"`
+		App   []int64 `json:"app_applied"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lastLine(first)), &applied), first)
+	require.NotEmpty(t, applied.River)
+	require.NotEmpty(t, applied.App)
+	require.Contains(t, runBilling(t, env, "migrate"), "migrate: applied 0 River migrations and 0 app migrations\n")
+	require.Equal(t, `{"river_applied":[],"app_applied":[]}`, lastLine(runBilling(t, env, "migrate", "--json")))
+
+	concurrentURL := testdb.EmptyURL(t)
+	var wg sync.WaitGroup
+	outs := make([][]byte, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(binPath, "migrate")
+			cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+concurrentURL)
+			outs[i], errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0], string(outs[0]))
+	require.NoError(t, errs[1], string(outs[1]))
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, concurrentURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id > 0").Scan(&n))
+	require.Positive(t, n)
+	var distinct int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0").Scan(&distinct))
+	require.Equal(t, distinct, n, "each migration applied once")
 }
 
 // lastLine is the last line of out (runBilling mixes the JSON logs of
