@@ -26,25 +26,7 @@ func testFundDayJobsAreGroupCommitted(t *testing.T) {
 	t.Parallel()
 	day := "2024-03-10"
 	e := newEnv(t, 20, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
-	var rich, poor, stopped, paid []*enforcer.Marquee
-	for range 100 {
-		rich = append(rich, e.marquee(e.player(1000)))
-	}
-	for range 10 {
-		poor = append(poor, e.marquee(e.player(50)))
-	}
-	for range 5 {
-		m := e.marquee(e.player(1000))
-		_, err := e.pool.Exec(e.ctx, `UPDATE marquees SET desired_state = 'stopped', status = 'stopped' WHERE id = $1`, m.ID)
-		require.NoError(t, err)
-		stopped = append(stopped, m)
-	}
-	for range 5 {
-		m := e.marquee(e.player(1000))
-		_, err := e.svc.FundDay(e.ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: day})
-		require.NoError(t, err)
-		paid = append(paid, m)
-	}
+	rich, poor, stopped, paid := groupCommitMarquees(t, e, day)
 	var params []river.InsertManyParams
 	for _, set := range [][]*enforcer.Marquee{rich, poor, stopped, paid} {
 		for _, m := range set {
@@ -106,6 +88,31 @@ func testFundDayJobsAreGroupCommitted(t *testing.T) {
 	debits := e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'funding' AND reference LIKE 'marquee:%:2024-03-10'`)
 	require.Equal(t, int64(100+5), debits)
 	require.Less(t, txs, debits/3, "%d debits in %d transactions: fund_day jobs were not group-committed", debits, txs)
+}
+
+// groupCommitMarquees are 100 Marquees whose owners can pay, 10 whose
+// owners cannot, 5 stopped ones and 5 already paid for day.
+func groupCommitMarquees(t *testing.T, e *env, day string) (rich, poor, stopped, paid []*enforcer.Marquee) {
+	t.Helper()
+	for range 100 {
+		rich = append(rich, e.marquee(e.player(1000)))
+	}
+	for range 10 {
+		poor = append(poor, e.marquee(e.player(50)))
+	}
+	for range 5 {
+		m := e.marquee(e.player(1000))
+		_, err := e.pool.Exec(e.ctx, `UPDATE marquees SET desired_state = 'stopped', status = 'stopped' WHERE id = $1`, m.ID)
+		require.NoError(t, err)
+		stopped = append(stopped, m)
+	}
+	for range 5 {
+		m := e.marquee(e.player(1000))
+		_, err := e.svc.FundDay(e.ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: day})
+		require.NoError(t, err)
+		paid = append(paid, m)
+	}
+	return rich, poor, stopped, paid
 }
 
 // TestFailedBatchIsRetriedJobByJob fails every batch's first attempt after

@@ -19,21 +19,8 @@ func TestTenantIsolation(t *testing.T) {
 	e := newEnv(t)
 	alice, bob := e.newPlayer("alice"), e.newPlayer("bob")
 	e.credit(alice, wallet.Mana, 500)
-	e.credit(bob, wallet.Mana, 7000)
 	e.fundedMarquee(alice)
-	bobMarquee := e.fundedMarquee(bob) // bob: 1000 Sparks - 100
-	pg := e.do(bob, http.MethodPost, "/v1/marquees/"+idStr(bobMarquee)+"/playgrounds", "bob-key", "")
-	require.Equal(t, http.StatusAccepted, pg.status)
-	order := e.do(bob, http.MethodPost, "/v1/checkouts", "", `{"sku":"mana_1000","provider":"stripe"}`)
-	require.Equal(t, http.StatusCreated, order.status)
-	conv := e.do(bob, http.MethodPost, "/v1/conversions", "", `{"mana":7}`)
-	require.Equal(t, http.StatusCreated, conv.status)
-	bobTx := conv.body["mana_debit"].(map[string]any)["id"].(string)
-
-	ids := map[string]string{
-		"{marquee}": idStr(bobMarquee), "{playground}": pg.str("playground_id"),
-		"{order}": order.str("id"), "{request}": pg.str("request_id"),
-	}
+	bobMarquee, bobTx, ids := bobsResources(t, e, bob)
 	type check func(t *testing.T, r reply)
 	notFound := func(t *testing.T, r reply) { requireProblem(t, r, http.StatusNotFound, CodeNotFound) }
 	cases := []struct {
@@ -72,17 +59,11 @@ func TestTenantIsolation(t *testing.T) {
 			notFound(t, e.do(bob, http.MethodGet, "/v1/marquees/"+r.str("id"), "", ""))
 		}},
 	}
-	var covered []string
-	for _, rt := range newAPI(Options{}).routes() {
-		covered = append(covered, rt.pattern)
-	}
 	var tested []string
 	for _, tc := range cases {
 		tested = append(tested, tc.route)
 	}
-	slices.Sort(covered)
-	slices.Sort(tested)
-	require.Equal(t, covered, tested, "every route is in the table")
+	requireEveryRoute(t, tested)
 
 	snapshot := func() []int {
 		return []int{
@@ -104,16 +85,57 @@ func TestTenantIsolation(t *testing.T) {
 				key = "bob-key"
 			}
 			tc.check(t, e.do(alice, tc.method, path, key, tc.body))
-			if strings.Contains(tc.path, "{") {
-				for _, missing := range []string{"999999999", "abc", "0", "-1"} {
-					p := tc.path[:strings.Index(tc.path, "{")] + missing + tc.path[strings.Index(tc.path, "}")+1:]
-					notFound(t, e.do(alice, tc.method, p, "", tc.body))
-				}
-			}
+			requireMissingIDsNotFound(t, e, alice, tc.method, tc.path, tc.body)
 		})
 	}
 	require.Equal(t, before, snapshot(), "no job, request, playground or bob transaction was made for alice's attempts")
 	require.JSONEq(t, `{"mana":{"balance":6993},"sparks":{"balance":907}}`,
 		string(e.do(bob, http.MethodGet, "/v1/wallets", "", "").raw))
 	e.requireAuditClean()
+}
+
+// requireEveryRoute: tested names every route of the API.
+func requireEveryRoute(t *testing.T, tested []string) {
+	t.Helper()
+	var covered []string
+	for _, rt := range newAPI(Options{}).routes() {
+		covered = append(covered, rt.pattern)
+	}
+	slices.Sort(covered)
+	slices.Sort(tested)
+	require.Equal(t, covered, tested, "every route is in the table")
+}
+
+// requireMissingIDsNotFound: with an id that names nothing (or is not an
+// id) in place of path's first {placeholder}, p's request is a 404.
+func requireMissingIDsNotFound(t *testing.T, e *env, p player, method, path, body string) {
+	t.Helper()
+	if !strings.Contains(path, "{") {
+		return
+	}
+	for _, missing := range []string{"999999999", "abc", "0", "-1"} {
+		q := path[:strings.Index(path, "{")] + missing + path[strings.Index(path, "}")+1:]
+		requireProblem(t, e.do(p, method, q, "", body), http.StatusNotFound, CodeNotFound)
+	}
+}
+
+// bobsResources gives bob 7000 Mana, a funded Marquee (1000 Sparks - 100)
+// with a playground, an order and a conversion of 7 Mana. It returns the
+// Marquee, the conversion's Mana debit and the ids of what bob owns, by
+// the placeholder TestTenantIsolation's paths name them with.
+func bobsResources(t *testing.T, e *env, bob player) (marquee int64, tx string, ids map[string]string) {
+	t.Helper()
+	e.credit(bob, wallet.Mana, 7000)
+	marquee = e.fundedMarquee(bob)
+	pg := e.do(bob, http.MethodPost, "/v1/marquees/"+idStr(marquee)+"/playgrounds", "bob-key", "")
+	require.Equal(t, http.StatusAccepted, pg.status)
+	order := e.do(bob, http.MethodPost, "/v1/checkouts", "", `{"sku":"mana_1000","provider":"stripe"}`)
+	require.Equal(t, http.StatusCreated, order.status)
+	conv := e.do(bob, http.MethodPost, "/v1/conversions", "", `{"mana":7}`)
+	require.Equal(t, http.StatusCreated, conv.status)
+	tx = conv.body["mana_debit"].(map[string]any)["id"].(string)
+	return marquee, tx, map[string]string{
+		"{marquee}": idStr(marquee), "{playground}": pg.str("playground_id"),
+		"{order}": order.str("id"), "{request}": pg.str("request_id"),
+	}
 }

@@ -206,67 +206,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	for _, p := range providers {
 		goods[p] = devwebhook.CompletedEvent(p, "evt_bad_"+p, o.ID, 999, "usd")
 	}
-	good := func(provider string) []byte { return goods[provider] }
-	signed := func(provider string, body []byte, at time.Time) []string {
-		h, v := sign(provider, body, at)
-		return []string{h, v}
-	}
-	// plusSigned signs at now, then spells the header's timestamp "+<t>":
-	// the MAC is over "<t>", not over the header's literal text.
-	plusSigned := func(provider string, body []byte, at time.Time) []string {
-		h, v := sign(provider, body, at)
-		return []string{h, strings.Replace(v, "="+strconv.FormatInt(at.Unix(), 10), "=+"+strconv.FormatInt(at.Unix(), 10), 1)}
-	}
-	huge := func(provider string) []byte {
-		return append(good(provider)[:0:0], bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1)...)
-	}
-	noOrder := map[string][]byte{
-		"stripe": []byte(`{"id":"evt_x","type":"checkout.session.completed","data":{"object":{"amount_total":999,"currency":"usd","payment_status":"paid","metadata":{}}}}`),
-		"paddle": []byte(`{"event_id":"evt_x","event_type":"transaction.completed","data":{"currency_code":"USD","custom_data":null,"details":{"totals":{"grand_total":"999"}}}}`),
-		"creem":  []byte(`{"id":"evt_x","eventType":"checkout.completed","object":{"order":{"amount":999,"currency":"USD"},"metadata":{"order_id":"abc"}}}`),
-	}
-	type tc struct {
-		name, provider string
-		body           []byte
-		headers        []string
-		status         int
-		code           string
-	}
-	var cases []tc
-	for _, p := range providers {
-		tampered := bytes.Replace(good(p), []byte("999"), []byte("1"), 1)
-		// The event id member twice, and beside a case variant of its name:
-		// another reader could claim the event under another id.
-		idName := map[string]string{"stripe": `"id":`, "paddle": `"event_id":`, "creem": `"id":`}[p]
-		twice := bytes.Replace(good(p), []byte(idName), []byte(idName+`"evt_other",`+idName), 1)
-		variant := bytes.Replace(good(p), []byte(idName), []byte(strings.ToUpper(idName)+`"evt_other",`+idName), 1)
-		invalid := bytes.Clone(bytes.TrimSuffix(bytes.TrimSpace(good(p)), []byte("}")))
-		invalid = append(invalid, ',', '"', 'x', '"', ':', '"', 0xff, '"', '}')
-		cases = append(cases,
-			tc{"wrong secret", p, good(p), func() []string { h, v := signWith(p, "not-the-secret", good(p), now); return []string{h, v} }(), 400, "bad_signature"},
-			tc{"tampered body", p, tampered, signed(p, good(p), now), 400, "bad_signature"},
-			tc{"missing header", p, good(p), nil, 400, "missing_signature"},
-			tc{"malformed JSON", p, []byte(`{"id":`), signed(p, []byte(`{"id":`), now), 400, "malformed_payload"},
-			tc{"payment without order", p, noOrder[p], signed(p, noOrder[p], now), 400, "malformed_payload"},
-			tc{"body over 1 MiB", p, huge(p), signed(p, huge(p), now), 413, "payload_too_large"},
-			tc{"a member twice", p, twice, signed(p, twice, now), 400, "malformed_payload"},
-			tc{"a case variant of a member", p, variant, signed(p, variant, now), 400, "malformed_payload"},
-			tc{"invalid UTF-8", p, invalid, signed(p, invalid, now), 400, "malformed_payload"},
-		)
-	}
-	cases = append(cases,
-		tc{"stale timestamp", "stripe", good("stripe"), signed("stripe", good("stripe"), now.Add(-6*time.Minute)), 400, "stale_signature"},
-		tc{"far-future timestamp", "stripe", good("stripe"), signed("stripe", good("stripe"), now.Add(6*time.Minute)), 400, "stale_signature"},
-		tc{"stale timestamp", "paddle", good("paddle"), signed("paddle", good("paddle"), now.Add(-6*time.Minute)), 400, "stale_signature"},
-		tc{"far-future timestamp", "paddle", good("paddle"), signed("paddle", good("paddle"), now.Add(time.Hour)), 400, "stale_signature"},
-		tc{"malformed header", "stripe", good("stripe"), []string{"Stripe-Signature", "t=abc,v1=00"}, 400, "malformed_signature"},
-		tc{"malformed header", "paddle", good("paddle"), []string{"Paddle-Signature", "ts=1710929255;h1=zz"}, 400, "malformed_signature"},
-		tc{"malformed header", "creem", good("creem"), []string{"creem-signature", "not-hex"}, 400, "malformed_signature"},
-		tc{"timestamp spelled with a sign", "stripe", good("stripe"), plusSigned("stripe", good("stripe"), now), 400, "malformed_signature"},
-		tc{"timestamp spelled with a sign", "paddle", good("paddle"), plusSigned("paddle", good("paddle"), now), 400, "malformed_signature"},
-		tc{"no v1 signature", "stripe", good("stripe"), []string{"Stripe-Signature", fmt.Sprintf("t=%d", now.Unix())}, 400, "malformed_signature"},
-		tc{"unknown provider", "paypal", good("stripe"), signed("stripe", good("stripe"), now), 404, "unknown_provider"},
-	)
+	cases := badInputs(goods, now)
 	for _, c := range cases {
 		a := e.post(c.provider, c.body, c.headers...)
 		require.Equal(t, c.status, a.Status, "%s %s: %v", c.provider, c.name, a.Body)
@@ -286,10 +226,80 @@ func TestBadInputChangesNothing(t *testing.T) {
 	e.requireClean()
 
 	// The good delivery still works afterwards.
-	require.Equal(t, "claimed", e.deliver("stripe", good("stripe")).status())
+	require.Equal(t, "claimed", e.deliver("stripe", goods["stripe"]).status())
 	require.Equal(t, "completed", e.waitJobs(1)[0].State)
 	require.Equal(t, int64(1000), e.mana())
 	e.requireClean()
+}
+
+// badInput is one delivery the intake must refuse, and its answer.
+type badInput struct {
+	name, provider string
+	body           []byte
+	headers        []string
+	status         int
+	code           string
+}
+
+// badInputs are TestBadInputChangesNothing's deliveries: each provider's
+// good body (goods) spoiled one way at a time, signed at now unless the
+// signature is what is spoiled.
+func badInputs(goods map[string][]byte, now time.Time) []badInput {
+	good := func(provider string) []byte { return goods[provider] }
+	signed := func(provider string, body []byte, at time.Time) []string {
+		h, v := sign(provider, body, at)
+		return []string{h, v}
+	}
+	// plusSigned signs at now, then spells the header's timestamp "+<t>":
+	// the MAC is over "<t>", not over the header's literal text.
+	plusSigned := func(provider string, body []byte, at time.Time) []string {
+		h, v := sign(provider, body, at)
+		return []string{h, strings.Replace(v, "="+strconv.FormatInt(at.Unix(), 10), "=+"+strconv.FormatInt(at.Unix(), 10), 1)}
+	}
+	huge := func(provider string) []byte {
+		return append(good(provider)[:0:0], bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1)...)
+	}
+	noOrder := map[string][]byte{
+		"stripe": []byte(`{"id":"evt_x","type":"checkout.session.completed","data":{"object":{"amount_total":999,"currency":"usd","payment_status":"paid","metadata":{}}}}`),
+		"paddle": []byte(`{"event_id":"evt_x","event_type":"transaction.completed","data":{"currency_code":"USD","custom_data":null,"details":{"totals":{"grand_total":"999"}}}}`),
+		"creem":  []byte(`{"id":"evt_x","eventType":"checkout.completed","object":{"order":{"amount":999,"currency":"USD"},"metadata":{"order_id":"abc"}}}`),
+	}
+	var cases []badInput
+	for _, p := range providers {
+		tampered := bytes.Replace(good(p), []byte("999"), []byte("1"), 1)
+		// The event id member twice, and beside a case variant of its name:
+		// another reader could claim the event under another id.
+		idName := map[string]string{"stripe": `"id":`, "paddle": `"event_id":`, "creem": `"id":`}[p]
+		twice := bytes.Replace(good(p), []byte(idName), []byte(idName+`"evt_other",`+idName), 1)
+		variant := bytes.Replace(good(p), []byte(idName), []byte(strings.ToUpper(idName)+`"evt_other",`+idName), 1)
+		invalid := bytes.Clone(bytes.TrimSuffix(bytes.TrimSpace(good(p)), []byte("}")))
+		invalid = append(invalid, ',', '"', 'x', '"', ':', '"', 0xff, '"', '}')
+		cases = append(cases,
+			badInput{"wrong secret", p, good(p), func() []string { h, v := signWith(p, "not-the-secret", good(p), now); return []string{h, v} }(), 400, "bad_signature"},
+			badInput{"tampered body", p, tampered, signed(p, good(p), now), 400, "bad_signature"},
+			badInput{"missing header", p, good(p), nil, 400, "missing_signature"},
+			badInput{"malformed JSON", p, []byte(`{"id":`), signed(p, []byte(`{"id":`), now), 400, "malformed_payload"},
+			badInput{"payment without order", p, noOrder[p], signed(p, noOrder[p], now), 400, "malformed_payload"},
+			badInput{"body over 1 MiB", p, huge(p), signed(p, huge(p), now), 413, "payload_too_large"},
+			badInput{"a member twice", p, twice, signed(p, twice, now), 400, "malformed_payload"},
+			badInput{"a case variant of a member", p, variant, signed(p, variant, now), 400, "malformed_payload"},
+			badInput{"invalid UTF-8", p, invalid, signed(p, invalid, now), 400, "malformed_payload"},
+		)
+	}
+	cases = append(cases,
+		badInput{"stale timestamp", "stripe", good("stripe"), signed("stripe", good("stripe"), now.Add(-6*time.Minute)), 400, "stale_signature"},
+		badInput{"far-future timestamp", "stripe", good("stripe"), signed("stripe", good("stripe"), now.Add(6*time.Minute)), 400, "stale_signature"},
+		badInput{"stale timestamp", "paddle", good("paddle"), signed("paddle", good("paddle"), now.Add(-6*time.Minute)), 400, "stale_signature"},
+		badInput{"far-future timestamp", "paddle", good("paddle"), signed("paddle", good("paddle"), now.Add(time.Hour)), 400, "stale_signature"},
+		badInput{"malformed header", "stripe", good("stripe"), []string{"Stripe-Signature", "t=abc,v1=00"}, 400, "malformed_signature"},
+		badInput{"malformed header", "paddle", good("paddle"), []string{"Paddle-Signature", "ts=1710929255;h1=zz"}, 400, "malformed_signature"},
+		badInput{"malformed header", "creem", good("creem"), []string{"creem-signature", "not-hex"}, 400, "malformed_signature"},
+		badInput{"timestamp spelled with a sign", "stripe", good("stripe"), plusSigned("stripe", good("stripe"), now), 400, "malformed_signature"},
+		badInput{"timestamp spelled with a sign", "paddle", good("paddle"), plusSigned("paddle", good("paddle"), now), 400, "malformed_signature"},
+		badInput{"no v1 signature", "stripe", good("stripe"), []string{"Stripe-Signature", fmt.Sprintf("t=%d", now.Unix())}, 400, "malformed_signature"},
+		badInput{"unknown provider", "paypal", good("stripe"), signed("stripe", good("stripe"), now), 404, "unknown_provider"},
+	)
+	return cases
 }
 
 // A completed payment naming an order we do not have is claimed (so the
