@@ -246,12 +246,17 @@ func start(opts Options, binaries string, version embeddedpostgres.PostgresVersi
 	// started it, even one killed with SIGKILL (or by a test timeout's
 	// panic) while PostgreSQL was still starting, so a red run never leaks
 	// servers into the next.
-	if s.watchdog, err = startWatchdog(pgctlPath(binaries), s.dataDir, ephemeralDir(opts)); err != nil {
+	if s.watchdog, err = startWatchdog(s.dataDir, ephemeralDir(opts)); err != nil {
 		return nil, err
 	}
 	if err := s.pg.Start(); err != nil {
 		s.watchdog.Finish(false)
 		return nil, fmt.Errorf("pglocal: start PostgreSQL in %s: %w", opts.Dir, err)
+	}
+	if pid := livePostmaster(s.dataDir); pid != 0 {
+		// The watchdog stops this postmaster only, never the one a later
+		// starter runs in the same directory.
+		_ = s.watchdog.Tell(fmt.Sprintf("pid %d", pid))
 	}
 	return s, nil
 }

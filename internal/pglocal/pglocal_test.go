@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -162,6 +163,19 @@ func TestStartAfterAKilledStarter(t *testing.T) {
 	defer srv.Stop()
 	require.False(t, alive(pid), "the orphan %d was stopped before the new start", pid)
 	conn, err := pgx.Connect(context.Background(), srv.URL())
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(context.Background()))
+
+	// The dead starter's watchdog stopped its own postmaster only: the new
+	// one, in the same directory, outlives the watchdog's longest wait.
+	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	require.NoError(t, err)
+	next, err := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
+	require.NoError(t, err)
+	require.NotEqual(t, pid, next)
+	time.Sleep(3 * time.Second)
+	require.True(t, alive(next), "the new postmaster %d was stopped by the old starter's watchdog", next)
+	conn, err = pgx.Connect(context.Background(), srv.URL())
 	require.NoError(t, err)
 	require.NoError(t, conn.Close(context.Background()))
 }

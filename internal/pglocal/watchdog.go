@@ -1,29 +1,36 @@
 package pglocal
 
-import (
-	"path/filepath"
+import "github.com/fibe-dev/billing/internal/procs"
 
-	"github.com/fibe-dev/billing/internal/procs"
-)
-
-// watchdogScript is the cluster's procs.Watchdog: on its first line it
-// exits if that is "stopped" (a clean Stop); otherwise (EOF: the starter
-// died) it stops the cluster and, for a throwaway cluster, removes its
-// directory. It stops until no postmaster.pid stays behind. $1 pg_ctl,
-// $2 data directory, $3 directory to remove ("" keeps it).
-const watchdogScript = `IFS= read -r word
-[ "$word" = stopped ] && exit 0
-for i in 1 2 3 4 5 6 7 8 9 10; do
-  "$1" stop -m fast -w -t 20 -D "$2" >/dev/null 2>&1 || "$1" stop -m immediate -w -D "$2" >/dev/null 2>&1
-  [ -f "$2/postmaster.pid" ] || { sleep 1; [ -f "$2/postmaster.pid" ] || break; }
+// watchdogScript is the cluster's procs.Watchdog. It reads lines until
+// EOF: "pid N" names the postmaster it guards (told once it is up);
+// "stopped" (a clean Stop) ends it with nothing to do. EOF means the
+// starter died: it stops that postmaster, fast then immediate, and, for a
+// throwaway cluster, removes its directory. It signals only the postmaster
+// it guards, and only while the data directory's postmaster.pid still
+// names it: once that one is gone, the next starter may already run its
+// own cluster in the same directory, which must be left alone. A starter
+// that died before telling the pid leaves the one postmaster.pid names.
+// $1 data directory, $2 directory to remove ("" keeps it).
+const watchdogScript = `data=$1 remove=$2 pid=
+while IFS= read -r word; do
+  case "$word" in
+    stopped) exit 0 ;;
+    "pid "*) pid=${word#pid } ;;
+  esac
 done
-[ -n "$3" ] && rm -rf "$3"
+[ -n "$pid" ] || { sleep 1; pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null); }
+ours() { [ -n "$pid" ] && [ "$(head -n 1 "$data/postmaster.pid" 2>/dev/null)" = "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+for sig in INT QUIT; do
+  ours || break
+  kill -s "$sig" "$pid" 2>/dev/null
+  i=0
+  while ours && [ "$i" -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+done
+[ -n "$remove" ] && rm -rf "$remove"
 exit 0`
 
 // startWatchdog starts the watchdog for the cluster in dataDir.
-func startWatchdog(pgctl, dataDir, removeDir string) (*procs.Watchdog, error) {
-	return procs.StartWatchdog(watchdogScript, "pglocal-watchdog", pgctl, dataDir, removeDir)
+func startWatchdog(dataDir, removeDir string) (*procs.Watchdog, error) {
+	return procs.StartWatchdog(watchdogScript, "pglocal-watchdog", dataDir, removeDir)
 }
-
-// pgctlPath is the pg_ctl the watchdog runs (the root wrapper when root).
-func pgctlPath(binaries string) string { return filepath.Join(binaries, "bin", "pg_ctl") }
