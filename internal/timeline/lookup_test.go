@@ -1,0 +1,141 @@
+package timeline_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/timeline"
+)
+
+// What nothing is known about is ErrNotFound, naming what was asked.
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	_, err := timeline.Order(ctx, e.pool, 424242)
+	require.ErrorIs(t, err, timeline.ErrNotFound)
+	require.ErrorContains(t, err, "no order 424242")
+	_, err = timeline.Payment(ctx, e.pool, "stripe", "pi_nobody")
+	require.ErrorIs(t, err, timeline.ErrNotFound)
+	require.ErrorContains(t, err, `no stripe payment, refund, dispute, event or checkout is known as "pi_nobody"`)
+	_, err = timeline.Player(ctx, e.pool, 424242, time.Time{})
+	require.ErrorIs(t, err, timeline.ErrNotFound)
+
+	// An order opened and never paid is found by its checkout too.
+	o := e.open(fulfillment.ProviderPaddle, "")
+	tl, err := timeline.Payment(ctx, e.pool, "paddle", o.CheckoutID)
+	require.NoError(t, err)
+	require.Equal(t, "Not paid", tl.Headline)
+	require.Regexp(t, fmt.Sprintf(`^Not paid: order %d was opened on [^ ]+ [^ ]+ UTC with paddle checkout %s and no payment has arrived\.$`,
+		o.ID, o.CheckoutID), tl.Verdict)
+	_, err = timeline.Payment(ctx, e.pool, "stripe", o.CheckoutID)
+	require.ErrorIs(t, err, timeline.ErrNotFound, "a provider id belongs to its provider")
+}
+
+// A refund that arrives before its payment waits: its own id finds it,
+// and the verdict says it waits; once the payment is recorded the refund
+// is decided and the order's timeline shows it, clawed back at once.
+func TestRefundBeforeItsPayment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	o := e.open(fulfillment.ProviderStripe, "")
+	pi := devwebhook.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10))
+	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", devwebhook.ReversalEvent("stripe", "evt_early", pi,
+		"ch_early", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")))
+	for _, id := range []string{pi, "charge:ch_early", "evt_early"} {
+		tl, err := timeline.Payment(ctx, e.pool, "stripe", id)
+		require.NoError(t, err, id)
+		require.Equal(t, "Waiting for its payment", tl.Headline, id)
+		require.True(t, tl.Attention)
+		require.Contains(t, tl.Verdict, "Waiting for its payment: 1 refund or dispute event names stripe payment "+pi+" (also known as ch_early), which is not recorded yet")
+		require.Equal(t, timeline.FlagPending, ofType(tl, "reversal_pending")[0].Flag)
+		require.Len(t, ofType(tl, "delivery_claimed"), 1, id)
+		require.Len(t, ofType(tl, "job"), 1, id)
+	}
+
+	require.Equal(t, "completed", e.pay(o, "evt_pay"))
+	e.requireClean()
+	tl := e.order(o.ID)
+	require.Contains(t, tl.Verdict, "Refunded in full: 9.99 USD of 9.99 USD went back (charge:ch_early). Clawed back: 1000 Mana")
+	accepted := ofType(tl, "reversal_accepted")
+	require.Len(t, accepted, 1)
+	require.Contains(t, accepted[0].Details[len(accepted[0].Details)-1], "decided at")
+	require.Len(t, ofType(tl, "delivery_claimed"), 2, "the payment's and the refund's")
+	requireOrdered(t, tl)
+}
+
+// The claim's duplicate count is shown when the schema keeps it
+// (webhook_events.duplicate_deliveries and last_delivery_at). This
+// database is given the two columns as that migration adds them and the
+// intake's count is set by hand: only the reading is tested here.
+func TestDuplicateCountShownWhereCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	o := e.open(fulfillment.ProviderStripe, "")
+	require.Equal(t, "completed", e.pay(o, "evt_pay"))
+	tl := e.order(o.ID)
+	if !hasColumn(t, e, "webhook_events", "duplicate_deliveries") {
+		require.NotContains(t, ofType(tl, "delivery_claimed")[0].Text, "delivered once", "no count without the column")
+		_, err := e.pool.Exec(ctx, `ALTER TABLE webhook_events ADD COLUMN duplicate_deliveries bigint NOT NULL DEFAULT 0,
+			ADD COLUMN last_delivery_at timestamptz`)
+		require.NoError(t, err)
+	}
+	tl = e.order(o.ID)
+	require.Contains(t, ofType(tl, "delivery_claimed")[0].Text, "; delivered once")
+	last := time.Date(2026, 12, 1, 10, 2, 3, 0, time.UTC)
+	_, err := e.pool.Exec(ctx, `UPDATE webhook_events SET duplicate_deliveries = 2, last_delivery_at = $1 WHERE event_id = 'evt_pay'`, last)
+	require.NoError(t, err)
+	tl = e.order(o.ID)
+	require.Contains(t, ofType(tl, "delivery_claimed")[0].Text,
+		"; 2 duplicate deliveries followed, the last at 2026-12-01 10:02:03.000, each answered as a duplicate")
+	require.Contains(t, tl.Verdict, "The providers delivered 1 event 3 times; each was claimed once and the 2 duplicates answered without effect.")
+}
+
+func hasColumn(t *testing.T, e *env, table, column string) bool {
+	t.Helper()
+	var ok bool
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_name = $1 AND column_name = $2)`, table, column).Scan(&ok))
+	return ok
+}
+
+// A player's timeline since a moment shows only what happened since, an
+// older order included when it moved money since (its refund).
+func TestPlayerSince(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	old := e.open(fulfillment.ProviderStripe, "")
+	require.Equal(t, "completed", e.pay(old, "evt_pay_old"))
+	since := time.Now()
+	fresh := e.open(fulfillment.ProviderPaddle, "")
+	require.Equal(t, "completed", e.pay(fresh, "evt_pay_new"))
+	require.Equal(t, "completed", e.reverse(old, "evt_refund", "ch_old", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
+
+	all, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, []int64{old.ID, fresh.ID}, all.Orders)
+	require.Len(t, ofType(all, "order_opened"), 2)
+	require.Nil(t, all.Subject.Since)
+
+	tl, err := timeline.Player(ctx, e.pool, e.player, since)
+	require.NoError(t, err)
+	require.Equal(t, []int64{old.ID, fresh.ID}, tl.Orders, "the old order moved money since")
+	require.Len(t, ofType(tl, "order_opened"), 1, "only the new order was opened since")
+	require.Len(t, ofType(tl, "reversal_accepted"), 1)
+	for _, l := range tl.Lines {
+		require.False(t, l.At.Before(since), "%s is before --since", l.Text)
+	}
+	require.Contains(t, tl.Verdict, fmt.Sprintf("Player %d (buyer) holds 1000 Mana.", e.player))
+	require.Contains(t, tl.Verdict, "2 orders since "+since.UTC().Format("2006-01-02 15:04")+" UTC: 2 paid once.")
+	require.Equal(t, since.UTC(), *tl.Subject.Since)
+}
