@@ -130,7 +130,10 @@ func (h *history) waitingVerdict(provider string, refs []ref) verdict {
 	if len(h.events) == 0 {
 		what = "a reversal job not worked yet names"
 	}
-	ids := uniq(append(names, h.searched))
+	if len(names) == 0 {
+		names = []string{h.searched}
+	}
+	ids := uniq(names)
 	also := ""
 	if len(ids) > 1 {
 		also = " (also known as " + strings.Join(ids[1:], ", ") + ")"
