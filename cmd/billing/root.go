@@ -42,6 +42,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newPaymentsCmd(),
 		newDebtsCmd(),
 		newWalletCmd(),
+		newExplainCmd(),
 	)
 	plainBoolUsage(root)
 	return root

@@ -123,13 +123,13 @@ func TestPlayerSince(t *testing.T) {
 
 	all, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
 	require.NoError(t, err)
-	require.Equal(t, []int64{old.ID, fresh.ID}, all.Orders)
+	require.Equal(t, timeline.IDs{old.ID, fresh.ID}, all.Orders)
 	require.Len(t, ofType(all, "order_opened"), 2)
 	require.Nil(t, all.Subject.Since)
 
 	tl, err := timeline.Player(ctx, e.pool, e.player, since)
 	require.NoError(t, err)
-	require.Equal(t, []int64{old.ID, fresh.ID}, tl.Orders, "the old order moved money since")
+	require.Equal(t, timeline.IDs{old.ID, fresh.ID}, tl.Orders, "the old order moved money since")
 	require.Len(t, ofType(tl, "order_opened"), 1, "only the new order was opened since")
 	require.Len(t, ofType(tl, "reversal_accepted"), 1)
 	for _, l := range tl.Lines {

@@ -17,8 +17,10 @@ package timeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fibe-dev/billing/internal/dbtx"
@@ -70,10 +72,39 @@ type Timeline struct {
 	// to refund, a refused event, a failing job, an open debt).
 	Attention bool      `json:"attention"`
 	PlayerID  int64     `json:"player_id,string,omitempty"`
-	Orders    []int64   `json:"orders"`
+	Orders    IDs       `json:"orders"`
 	Lines     []Line    `json:"lines"`
 	Notes     []string  `json:"notes,omitempty"`
 	AsOf      time.Time `json:"as_of"`
+}
+
+// IDs are row ids, written as JSON strings like every id of the API.
+type IDs []int64
+
+// MarshalJSON writes ["7","9"].
+func (ids IDs) MarshalJSON() ([]byte, error) {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatInt(id, 10)
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads ["7","9"].
+func (ids *IDs) UnmarshalJSON(b []byte) error {
+	var ss []string
+	if err := json.Unmarshal(b, &ss); err != nil {
+		return err
+	}
+	*ids = make(IDs, len(ss))
+	for i, s := range ss {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("timeline: id %q: %w", s, err)
+		}
+		(*ids)[i] = n
+	}
+	return nil
 }
 
 // Subject is what was asked about.

@@ -43,7 +43,7 @@ func TestDoubleCharge(t *testing.T) {
 		`payment cs_test_pi_second \(9\.99 USD\) for the same order minted nothing and was refunded \((re_\w+)\) on \d{4}-\d\d-\d\d \d\d:\d\d UTC\.`),
 		tl.Verdict)
 	require.False(t, tl.Attention, "nothing is left to do: %s", tl.Verdict)
-	require.Equal(t, []int64{o.ID}, tl.Orders)
+	require.Equal(t, timeline.IDs{o.ID}, tl.Orders)
 	require.Equal(t, e.player, tl.PlayerID)
 	requireOrdered(t, tl)
 
@@ -84,7 +84,7 @@ func TestDoubleCharge(t *testing.T) {
 	for _, id := range []string{"pi_second", "cs_test_pi_second", refundID, "evt_second", session} {
 		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
 		require.NoError(t, err, id)
-		require.Equal(t, []int64{o.ID}, byID.Orders, id)
+		require.Equal(t, timeline.IDs{o.ID}, byID.Orders, id)
 		require.Equal(t, "Paid twice", byID.Headline, id)
 		require.Equal(t, timeline.Subject{Kind: timeline.SubjectPayment, Provider: "stripe", ID: id}, byID.Subject)
 		require.Len(t, byID.Lines, len(tl.Lines), id)
@@ -169,7 +169,7 @@ func TestPartialRefund(t *testing.T) {
 	for _, id := range []string{charge, "charge:" + charge, "evt_refund_2"} {
 		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
 		require.NoError(t, err, id)
-		require.Equal(t, []int64{o.ID}, byID.Orders, id)
+		require.Equal(t, timeline.IDs{o.ID}, byID.Orders, id)
 	}
 }
 

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/timeline"
+)
+
+func newExplainCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: `Answer "what happened to my payment?": one timeline of an order, a provider payment or a player`,
+		Long: `explain prints one timeline across every layer, oldest first: the checkout
+(its Idempotency-Key and provider key), every provider delivery (claimed once
+per event id, with its duplicate deliveries where the claim counts them), the
+fulfilment and reversal jobs (state, attempts, each attempt's error, the job's
+River UI path), the payments (applied, unapplied, refunded) and their aliases,
+every refund and dispute event as the provider sent it (accepted, refused and
+why, pending), the facts they add up to, every wallet transaction with its
+ledger entries and balance_after, the debts they opened and how they were
+settled or forgiven, and operator adjustments with their reason. Each line
+names the key that made it happen once. A verdict in plain words comes first.
+
+The same timeline is the operator page of billing web (/timeline/). --json
+prints it as one object (see docs/operations.md, "billing explain").
+Something unknown is an error (exit 1).`,
+	}
+	cmd.AddCommand(newExplainOrderCmd(), newExplainPaymentCmd(), newExplainPlayerCmd())
+	return cmd
+}
+
+func newExplainOrderCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "order ID [--json]",
+		Short: "The timeline of one order: its checkout, payments, events, jobs, refunds, disputes and wallet transactions",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return fmt.Errorf("explain order: %q is not an order id (a positive number)", args[0])
+			}
+			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
+				return timeline.Order(ctx, pool, id)
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the timeline as one JSON object")
+	return c
+}
+
+func newExplainPaymentCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "payment PROVIDER ID [--json]",
+		Short: "The timeline of the order a provider id belongs to (payment, PaymentIntent, charge, refund, dispute, event, checkout)",
+		Long: `payment finds the order behind any id the provider gave: Stripe's Checkout
+Session (cs_), PaymentIntent (pi_), charge (ch_), the refund fact of a charge
+(charge:ch_...), a dispute (dp_ / du_), the refund of an unapplied payment
+(re_); Paddle's transaction (txn_), refund adjustment (adj_) or chargeback
+(chargeback:txn_...); Creem's order (ord_), checkout (ch_), refund or
+dispute; and any provider event id (evt_...). A refund or dispute whose
+payment is not recorded yet gets a timeline of its own events.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			provider := strings.ToLower(args[0])
+			if !fulfillment.ValidProvider(provider) {
+				return fmt.Errorf("explain payment: unknown provider %q (stripe, paddle or creem)", args[0])
+			}
+			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
+				return timeline.Payment(ctx, pool, provider, args[1])
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the timeline as one JSON object")
+	return c
+}
+
+func newExplainPlayerCmd() *cobra.Command {
+	var asJSON bool
+	var since string
+	c := &cobra.Command{
+		Use:   "player ID [--since D] [--json]",
+		Short: "The timeline of one player: every order and wallet transaction, with balances and debt",
+		Long: fmt.Sprintf(`player prints every order of the player and every wallet transaction
+(purchases, conversions, fundings, clawbacks, debts, adjustments), at most
+the newest %d of each wallet. --since keeps what happened from then on: a
+date (2026-11-01, UTC), a time (RFC 3339) or how long ago (72h, 30d).`, timeline.MaxWalletLines),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return fmt.Errorf("explain player: %q is not a player id (a positive number)", args[0])
+			}
+			from, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
+			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
+				return timeline.Player(ctx, pool, id, from)
+			})
+		},
+	}
+	c.Flags().StringVar(&since, "since", "", "only what happened from then on: 2026-11-01, an RFC 3339 time, 72h or 30d")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the timeline as one JSON object")
+	return c
+}
+
+// parseSince reads --since: "" (everything), a date, an RFC 3339 time, a
+// Go duration or a number of days ("30d") before now.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if days, err := strconv.Atoi(n); err == nil && days > 0 {
+			return now.AddDate(0, 0, -days), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("--since: %q is not a date (2026-11-01), an RFC 3339 time or a duration (72h, 30d)", s)
+}
+
+// explain loads one timeline and prints it.
+func explain(cmd *cobra.Command, asJSON bool, load func(context.Context, *pgxpool.Pool) (*timeline.Timeline, error)) error {
+	return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
+		tl, err := load(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(tl)
+		}
+		return tl.WriteText(cmd.OutOrStdout())
+	})
+}

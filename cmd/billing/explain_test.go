@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
+	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/timeline"
+	"github.com/fibe-dev/billing/internal/webhook"
+)
+
+// billing explain order, payment and player print the timeline of a
+// history made by the real intake and workers, as text and as JSON; an
+// unknown id or a bad argument is an error that says so.
+func TestExplainCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, pool := newDB(t)
+	env := []string{"BILLING_DATABASE_URL=" + dbURL}
+	river := fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{})
+	secrets := map[string][]string{"stripe": {"whsec_cli"}}
+	intake := httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: river, Secrets: secrets,
+		Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(intake.Close)
+	p, _, err := players.Create(ctx, pool, "cli")
+	require.NoError(t, err)
+	o, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(), fulfillment.CheckoutParams{PlayerID: p.ID,
+		SKU: "mana_1000", Provider: "stripe"})
+	require.NoError(t, err)
+	deliver := func(evt string, body []byte) {
+		h, v, err := devwebhook.Sign("stripe", "whsec_cli", body, time.Now())
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, intake.URL+"/webhooks/stripe", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set(h, v)
+		res, err := intake.Client().Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		require.Eventually(t, func() bool {
+			var n int
+			_ = pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'event_id' = $1 AND finalized_at IS NOT NULL`, evt).Scan(&n)
+			return n == 1
+		}, 20*time.Second, 20*time.Millisecond)
+	}
+	deliver("evt_cli_1", devwebhook.CompletedEvent("stripe", "evt_cli_1", o.ID, o.Amount, o.Currency))
+	deliver("evt_cli_2", devwebhook.PaymentEvent("stripe", "evt_cli_2", "pi_cli_second", o.ID, o.Amount, o.Currency))
+	order := strconv.FormatInt(o.ID, 10)
+
+	text := runBilling(t, env, "explain", "order", order)
+	require.Contains(t, text, "Order "+order+"\n\nPaid twice: payment cs_test_order_"+order+" (9.99 USD) minted 1000 Mana")
+	require.Contains(t, text, "is NOT refunded yet")
+	require.Contains(t, text, "(needs attention)")
+	require.Contains(t, text, "[UNAPPLIED] Payment cs_test_pi_cli_second of 9.99 USD recorded UNAPPLIED")
+	require.Contains(t, text, `key: wallet key "order:`+order+`:fulfilment"`)
+	require.Contains(t, text, "River UI: /riverui/jobs/")
+
+	var tl timeline.Timeline
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "explain", "payment", "stripe", "pi_cli_second", "--json")), &tl))
+	require.Equal(t, timeline.Subject{Kind: "payment", Provider: "stripe", ID: "pi_cli_second"}, tl.Subject)
+	require.Equal(t, "Paid twice", tl.Headline)
+	require.True(t, tl.Attention)
+	require.Equal(t, timeline.IDs{o.ID}, tl.Orders)
+	require.NotEmpty(t, tl.Lines)
+	var raw map[string]any // the documented field names
+	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "explain", "order", order, "--json")), &raw))
+	for _, k := range []string{"subject", "headline", "verdict", "attention", "player_id", "orders", "lines", "as_of"} {
+		require.Contains(t, raw, k)
+	}
+	line := raw["lines"].([]any)[0].(map[string]any)
+	for _, k := range []string{"at", "layer", "type", "text", "refs"} {
+		require.Contains(t, line, k)
+	}
+	require.Equal(t, order, raw["orders"].([]any)[0], "ids are strings, as in the API")
+
+	require.Contains(t, runBilling(t, env, "explain", "player", strconv.FormatInt(p.ID, 10), "--since", "1h"),
+		"Player "+strconv.FormatInt(p.ID, 10)+" since ")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"explain", "order", "999999"}, "billing: timeline: not found: no order 999999"},
+		{[]string{"explain", "order", "07x"}, `"07x" is not an order id`},
+		{[]string{"explain", "payment", "stripe", "pi_nobody"}, `no stripe payment, refund, dispute, event or checkout is known as "pi_nobody"`},
+		{[]string{"explain", "payment", "paypal", "x"}, `unknown provider "paypal"`},
+		{[]string{"explain", "player", "999999"}, "no player 999999"},
+		{[]string{"explain", "player", "1", "--since", "yesterday"}, `--since: "yesterday" is not a date`},
+		{[]string{"explain", "payment", "stripe"}, "accepts 2 arg(s), received 1"},
+	} {
+		code, out := runBillingExit(t, env, c.args...)
+		require.Equal(t, 1, code, out)
+		require.Contains(t, out, c.want)
+	}
+	help := runBilling(t, env, "explain", "--help")
+	for _, want := range []string{"order", "payment", "player", "River UI", "--json"} {
+		require.Contains(t, help, want)
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"":                     {},
+		"2026-11-01":           time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		"2026-11-30T08:00:00Z": time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+		"72h":                  now.Add(-72 * time.Hour),
+		"30d":                  now.AddDate(0, 0, -30),
+	} {
+		got, err := parseSince(in, now)
+		require.NoError(t, err, in)
+		require.True(t, want.Equal(got), "%s: %s", in, got)
+	}
+	for _, bad := range []string{"yesterday", "-3h", "0d", "2026-13-01"} {
+		_, err := parseSince(bad, now)
+		require.Error(t, err, bad)
+	}
+}
