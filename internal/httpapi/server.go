@@ -185,6 +185,7 @@ func (s *Server) mountRiverUI() error {
 	guarded := BasicAuth(s.opts.RiverUIUser, s.opts.RiverUIPassword, "River UI", riverUIGuard(h))
 	s.mux.Handle("/riverui/", guarded)
 	s.mux.Handle("/riverui", guarded)
+	s.mountOperatorPage()
 	return nil
 }
 

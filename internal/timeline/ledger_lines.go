@@ -74,13 +74,14 @@ func txLine(t *txRow) Line {
 		what += " (" + t.Reference + ")"
 	}
 	l.Text = fmt.Sprintf("%s; wallet balance after: %s", what, units(t.BalanceAfter, t.Currency))
-	l.Details = []string{"ledger: " + entriesText(t.Entries)}
 	return l
 }
 
-func entriesText(es []Entry) string {
-	parts := make([]string, len(es))
-	for i, e := range es {
+// EntriesText spells a wallet line's ledger entries:
+// "wallet +1000 (balance after 1000), mana_issued -1000".
+func (l Line) EntriesText() string {
+	parts := make([]string, len(l.Entries))
+	for i, e := range l.Entries {
 		parts[i] = fmt.Sprintf("%s %+d", e.Account, e.Amount)
 		if e.BalanceAfter != nil {
 			parts[i] += fmt.Sprintf(" (balance after %d)", *e.BalanceAfter)

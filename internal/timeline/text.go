@@ -61,6 +61,9 @@ func (t *Timeline) WriteText(w io.Writer) error {
 		for _, d := range l.Details {
 			fmt.Fprintln(b, textIndent+d)
 		}
+		if len(l.Entries) > 0 {
+			fmt.Fprintln(b, textIndent+"ledger: "+l.EntriesText())
+		}
 		if l.RiverUI != "" {
 			fmt.Fprintln(b, textIndent+"River UI: "+l.RiverUI)
 		}
