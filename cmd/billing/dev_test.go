@@ -34,6 +34,7 @@ func TestDevRestart(t *testing.T) {
 		require.Contains(t, body, "billing_marquees_unfunded", "the web side's gauges on the one metrics listener")
 		requireNoPublicMetrics(t, "http://"+addr)
 		requireBannerLinks(t, p.out.String())
+		requireTimelinePage(t, p.out.String())
 		require.Contains(t, p.out.String(), "Listening  on loopback only ("+addr+")")
 		exports = append(exports, requireDevDatabaseURL(t, p.out.String(), dir))
 		p.stop(t, syscall.SIGINT, 20*time.Second)
@@ -95,4 +96,17 @@ func requireBannerLinks(t *testing.T, banner string) {
 	code, body = get(t, doc, "", "")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `"openapi":"3.1.0"`)
+}
+
+// requireTimelinePage: the banner's operator page refuses a visitor and
+// answers the River UI's printed credentials.
+func requireTimelinePage(t *testing.T, banner string) {
+	t.Helper()
+	url := strings.Fields(between(banner, "Timeline   ", "\n"))[0]
+	user, pass := between(banner, "(user ", ","), between(banner, ", password ", ")")
+	code, _ := get(t, url, "", "")
+	require.Equal(t, 401, code)
+	code, body := get(t, url, user, pass)
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, "Unapplied payments")
 }
