@@ -224,31 +224,9 @@ func (g *growth) credit(ctx context.Context, batch []int64, perWallet int, amoun
 // growTo adds transactions until the ledger holds size, whaleShare of
 // them on the whale, then measures.
 func (g *growth) growTo(ctx context.Context, fs *pflag.FlagSet, size int64, whaleShare float64) (*growthStep, error) {
-	var have int64
-	if err := g.env.Pool.QueryRow(ctx, `SELECT count(*) FROM wallet_transactions`).Scan(&have); err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	if add := size - have; add > 0 {
-		whaleAdd := int64(float64(add) * whaleShare)
-		per := int((add - whaleAdd) / int64(len(g.players)))
-		g.env.Progressf("growth: %d -> %d transactions (%d per player, %d on the whale)", have, size, per, whaleAdd)
-		for i := 0; i < len(g.players); i += growthBatch {
-			if err := g.credit(ctx, g.players[i:min(i+growthBatch, len(g.players))], per, 1); err != nil {
-				return nil, err
-			}
-			if done := i + growthBatch; done%(growthBatch*10) == 0 {
-				g.env.Progressf("growth: %d of %d players, %s", done, len(g.players), time.Since(start).Round(time.Second))
-			}
-		}
-		for left := whaleAdd; left > 0; left -= 100_000 {
-			if err := g.credit(ctx, []int64{g.whale}, int(min(left, 100_000)), 1); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := g.env.Pool.Exec(ctx, `VACUUM ANALYZE wallet_transactions, ledger_entries, wallets`); err != nil {
-			return nil, err
-		}
+	if err := g.grow(ctx, size, whaleShare); err != nil {
+		return nil, err
 	}
 	seed := time.Since(start)
 	step, err := g.measure(ctx, fs, size)
@@ -257,6 +235,38 @@ func (g *growth) growTo(ctx context.Context, fs *pflag.FlagSet, size int64, whal
 	}
 	step.SeedSeconds = round(seed.Seconds())
 	return step, nil
+}
+
+// grow adds transactions until the ledger holds size, whaleShare of them
+// on the whale, and analyzes the tables.
+func (g *growth) grow(ctx context.Context, size int64, whaleShare float64) error {
+	var have int64
+	if err := g.env.Pool.QueryRow(ctx, `SELECT count(*) FROM wallet_transactions`).Scan(&have); err != nil {
+		return err
+	}
+	start := time.Now()
+	if add := size - have; add > 0 {
+		whaleAdd := int64(float64(add) * whaleShare)
+		per := int((add - whaleAdd) / int64(len(g.players)))
+		g.env.Progressf("growth: %d -> %d transactions (%d per player, %d on the whale)", have, size, per, whaleAdd)
+		for i := 0; i < len(g.players); i += growthBatch {
+			if err := g.credit(ctx, g.players[i:min(i+growthBatch, len(g.players))], per, 1); err != nil {
+				return err
+			}
+			if done := i + growthBatch; done%(growthBatch*10) == 0 {
+				g.env.Progressf("growth: %d of %d players, %s", done, len(g.players), time.Since(start).Round(time.Second))
+			}
+		}
+		for left := whaleAdd; left > 0; left -= 100_000 {
+			if err := g.credit(ctx, []int64{g.whale}, int(min(left, 100_000)), 1); err != nil {
+				return err
+			}
+		}
+		if _, err := g.env.Pool.Exec(ctx, `VACUUM ANALYZE wallet_transactions, ledger_entries, wallets`); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // measure takes every measurement at the current size.
