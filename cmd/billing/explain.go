@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/timeline"
 )
 
@@ -73,12 +73,12 @@ dispute; and any provider event id (evt_...). A refund or dispute whose
 payment is not recorded yet gets a timeline of its own events.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			provider := strings.ToLower(args[0])
-			if !fulfillment.ValidProvider(provider) {
-				return fmt.Errorf("explain payment: unknown provider %q (stripe, paddle or creem)", args[0])
+			name := strings.ToLower(args[0])
+			if !provider.Known(name) {
+				return fmt.Errorf("explain payment: unknown provider %q (%s)", args[0], strings.Join(provider.Names(), ", "))
 			}
 			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
-				return timeline.Payment(ctx, pool, provider, args[1])
+				return timeline.Payment(ctx, pool, name, args[1])
 			})
 		},
 	}
@@ -148,8 +148,98 @@ func explain(cmd *cobra.Command, asJSON bool, load func(context.Context, *pgxpoo
 			return err
 		}
 		if asJSON {
-			return json.NewEncoder(cmd.OutOrStdout()).Encode(tl)
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(viewTimeline(tl))
 		}
 		return tl.WriteText(cmd.OutOrStdout())
 	})
+}
+
+// The --json shape of billing explain (docs/operations.md, "billing
+// explain"): ids as strings, as everywhere in the API.
+
+type timelineJSON struct {
+	Subject   subjectJSON `json:"subject"`
+	Headline  string      `json:"headline"`
+	Verdict   string      `json:"verdict"`
+	Attention bool        `json:"attention"`
+	PlayerID  int64       `json:"player_id,string,omitempty"`
+	Orders    []string    `json:"orders"`
+	Lines     []lineJSON  `json:"lines"`
+	Notes     []string    `json:"notes,omitempty"`
+	AsOf      time.Time   `json:"as_of"`
+}
+
+type subjectJSON struct {
+	Kind     string     `json:"kind"`
+	ID       string     `json:"id"`
+	Provider string     `json:"provider,omitempty"`
+	Since    *time.Time `json:"since,omitempty"`
+}
+
+type lineJSON struct {
+	At       time.Time     `json:"at"`
+	Layer    string        `json:"layer"`
+	Type     string        `json:"type"`
+	Text     string        `json:"text"`
+	Keys     []keyJSON     `json:"keys,omitempty"`
+	Flag     string        `json:"flag,omitempty"`
+	Details  []string      `json:"details,omitempty"`
+	Refs     refsJSON      `json:"refs"`
+	Entries  []entryJSON   `json:"entries,omitempty"`
+	Attempts []attemptJSON `json:"attempts,omitempty"`
+	RiverUI  string        `json:"river_ui,omitempty"`
+}
+
+type keyJSON struct {
+	Kind  string `json:"kind"`
+	Value string `json:"value"`
+}
+
+type refsJSON struct {
+	OrderID       int64  `json:"order_id,string,omitempty"`
+	Payment       int64  `json:"payment,string,omitempty"`
+	JobID         int64  `json:"job_id,string,omitempty"`
+	TransactionID int64  `json:"transaction_id,string,omitempty"`
+	PlayerID      int64  `json:"player_id,string,omitempty"`
+	Provider      string `json:"provider,omitempty"`
+	ProviderID    string `json:"provider_id,omitempty"`
+}
+
+type entryJSON struct {
+	Account      string `json:"account"`
+	Amount       int64  `json:"amount"`
+	BalanceAfter *int64 `json:"balance_after,omitempty"`
+}
+
+type attemptJSON struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
+
+func viewTimeline(t *timeline.Timeline) timelineJSON {
+	v := timelineJSON{Subject: subjectJSON(t.Subject), Headline: t.Headline, Verdict: t.Verdict, Attention: t.Attention,
+		PlayerID: t.PlayerID, Orders: []string{}, Lines: make([]lineJSON, len(t.Lines)), Notes: t.Notes, AsOf: t.AsOf}
+	for _, id := range t.Orders {
+		v.Orders = append(v.Orders, strconv.FormatInt(id, 10))
+	}
+	for i, l := range t.Lines {
+		v.Lines[i] = viewLine(l)
+	}
+	return v
+}
+
+func viewLine(l timeline.Line) lineJSON {
+	v := lineJSON{At: l.At, Layer: l.Layer, Type: l.Type, Text: l.Text, Flag: l.Flag, Details: l.Details,
+		Refs: refsJSON(l.Refs), RiverUI: l.RiverUI}
+	for _, k := range l.Keys {
+		v.Keys = append(v.Keys, keyJSON(k))
+	}
+	for _, e := range l.Entries {
+		v.Entries = append(v.Entries, entryJSON(e))
+	}
+	for _, a := range l.Attempts {
+		v.Attempts = append(v.Attempts, attemptJSON(a))
+	}
+	return v
 }

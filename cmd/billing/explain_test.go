@@ -17,7 +17,8 @@ import (
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
-	"github.com/fibe-dev/billing/internal/timeline"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
@@ -31,7 +32,9 @@ func TestExplainCommands(t *testing.T) {
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 	river := fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{})
 	secrets := map[string][]string{"stripe": {"whsec_cli"}}
-	intake := httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: river, Secrets: secrets,
+	intakes := provider.Select[webhook.Intake](drivers.New(map[string]provider.Options{
+		provider.Stripe: {WebhookSecrets: secrets["stripe"]}}))
+	intake := httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: river, Providers: intakes,
 		Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(intake.Close)
 	p, _, err := players.Create(ctx, pool, "cli")
@@ -67,13 +70,18 @@ func TestExplainCommands(t *testing.T) {
 	require.Contains(t, text, `key: wallet key "order:`+order+`:fulfilment"`)
 	require.Contains(t, text, "River UI: /riverui/jobs/")
 
-	var tl timeline.Timeline
+	var tl timelineJSON
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "explain", "payment", "stripe", "pi_cli_second", "--json")), &tl))
-	require.Equal(t, timeline.Subject{Kind: "payment", Provider: "stripe", ID: "pi_cli_second"}, tl.Subject)
+	require.Equal(t, subjectJSON{Kind: "payment", Provider: "stripe", ID: "pi_cli_second"}, tl.Subject)
 	require.Equal(t, "Paid twice", tl.Headline)
 	require.True(t, tl.Attention)
-	require.Equal(t, timeline.IDs{o.ID}, tl.Orders)
+	require.Equal(t, []string{order}, tl.Orders)
 	require.NotEmpty(t, tl.Lines)
+	unapplied := tl.Lines[len(tl.Lines)-1]
+	require.Equal(t, "payment_unapplied", unapplied.Type)
+	require.Equal(t, "unapplied", unapplied.Flag)
+	require.Equal(t, []keyJSON{{Kind: "provider payment", Value: "cs_test_pi_cli_second"}}, unapplied.Keys)
+	require.Equal(t, order, strconv.FormatInt(unapplied.Refs.OrderID, 10))
 	var raw map[string]any // the documented field names
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "explain", "order", order, "--json")), &raw))
 	for _, k := range []string{"subject", "headline", "verdict", "attention", "player_id", "orders", "lines", "as_of"} {

@@ -16,6 +16,8 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -111,9 +113,8 @@ func timelineReport(empty, large *timelineStep) *Report {
 // with the real workers (no refund API: unapplied payments stay
 // unapplied) and the real webhook intake over it.
 func startTimelineBench(ctx context.Context, env Env) (*timelineBench, func(), error) {
-	cfg := *env.Config
-	cfg.StripeSecretKey = "" // never refund through a real provider
-	workers, _ := jobs.Registry(jobs.Deps{Pool: env.Pool, Config: &cfg, Logger: env.Logger})
+	// No provider drivers: nothing is refunded through a real provider.
+	workers, _ := jobs.Registry(jobs.Deps{Pool: env.Pool, Config: env.Config, Logger: env.Logger})
 	client, err := jobs.NewClient(env.Pool, jobs.Options{Logger: env.Logger, Workers: workers,
 		Queues: map[string]river.QueueConfig{jobs.QueueFulfillment: {MaxWorkers: 20}}, FetchPollInterval: 100 * time.Millisecond})
 	if err != nil {
@@ -122,8 +123,12 @@ func startTimelineBench(ctx context.Context, env Env) (*timelineBench, func(), e
 	if err := client.Start(ctx); err != nil {
 		return nil, nil, err
 	}
+	opts := map[string]provider.Options{}
+	for name, s := range benchSecrets {
+		opts[name] = provider.Options{WebhookSecrets: s}
+	}
 	tb := &timelineBench{env: env, client: client, intake: webhook.NewHandler(webhook.Options{Pool: env.Pool, River: client,
-		Secrets: benchSecrets, Logger: env.Logger})}
+		Providers: provider.Select[webhook.Intake](drivers.New(opts)), Logger: env.Logger})}
 	return tb, func() { _ = jobs.Stop(context.WithoutCancel(ctx), client, 10*time.Second) }, nil
 }
 

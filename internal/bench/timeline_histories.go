@@ -10,6 +10,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/timeline"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -63,7 +64,7 @@ func (tb *timelineBench) history(ctx context.Context, provider string, then func
 
 // doubleCharge: a second Checkout Session paid for the order.
 func (tb *timelineBench) doubleCharge(ctx context.Context, _ int) error {
-	return tb.history(ctx, fulfillment.ProviderStripe, func(o *fulfillment.Order) error {
+	return tb.history(ctx, provider.Stripe, func(o *fulfillment.Order) error {
 		pi, evt := fmt.Sprintf("pi_tlb_second_%d", o.ID), fmt.Sprintf("evt_tlb_second_%d", o.ID)
 		tb.intents = append(tb.intents, pi)
 		return tb.send(ctx, "stripe", evt, devwebhook.PaymentEvent("stripe", evt, pi, o.ID, o.Amount, o.Currency))
@@ -72,7 +73,7 @@ func (tb *timelineBench) doubleCharge(ctx context.Context, _ int) error {
 
 // partialRefunds: 3.00 then 5.00 USD of one charge.
 func (tb *timelineBench) partialRefunds(ctx context.Context, _ int) error {
-	return tb.history(ctx, fulfillment.ProviderStripe, func(o *fulfillment.Order) error {
+	return tb.history(ctx, provider.Stripe, func(o *fulfillment.Order) error {
 		charge := fmt.Sprintf("ch_tlb_%d", o.ID)
 		if err := tb.reverse(ctx, o, "refund1", charge, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 300); err != nil {
 			return err
@@ -83,7 +84,7 @@ func (tb *timelineBench) partialRefunds(ctx context.Context, _ int) error {
 
 // chargeback: a Paddle chargeback, then its reversal.
 func (tb *timelineBench) chargeback(ctx context.Context, _ int) error {
-	return tb.history(ctx, fulfillment.ProviderPaddle, func(o *fulfillment.Order) error {
+	return tb.history(ctx, provider.Paddle, func(o *fulfillment.Order) error {
 		cb, cbr := fmt.Sprintf("adj_cb_%d", o.ID), fmt.Sprintf("adj_cbr_%d", o.ID)
 		if err := tb.reverse(ctx, o, "cb", cb, fulfillment.ReversalDispute, fulfillment.StateLost, o.Amount); err != nil {
 			return err
@@ -95,7 +96,7 @@ func (tb *timelineBench) chargeback(ctx context.Context, _ int) error {
 // debt: Mana spent, a full refund, the debt forgiven every other time.
 func (tb *timelineBench) debt(ctx context.Context, i int) error {
 	ws := wallet.New(tb.env.Pool, wallet.Options{SparksPerMana: tb.env.Config.SparksPerMana})
-	return tb.history(ctx, fulfillment.ProviderCreem, func(o *fulfillment.Order) error {
+	return tb.history(ctx, provider.Creem, func(o *fulfillment.Order) error {
 		if _, err := ws.Adjust(ctx, wallet.AdjustParams{PlayerID: o.PlayerID, Currency: wallet.Mana, Amount: -600,
 			Reason: "bench spend", Key: fmt.Sprintf("tlb-spend-%d", o.ID)}); err != nil {
 			return err
@@ -116,7 +117,7 @@ func (tb *timelineBench) debt(ctx context.Context, i int) error {
 func (tb *timelineBench) background(ctx context.Context, n int) error {
 	ids := make([]*fulfillment.Order, n)
 	for i := range ids {
-		o, err := tb.order(ctx, fulfillment.ProviderStripe)
+		o, err := tb.order(ctx, provider.Stripe)
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,8 @@ import (
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -43,8 +45,9 @@ func newPageEnv(t *testing.T) *pageEnv {
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
 	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(), Plans: enforcer.DefaultPlans(),
-		RiverUIUser: "ops", RiverUIPassword: "s3cret", StripeSecrets: []string{"whsec_page"}}
-	s, err := New(Options{Pool: pool, River: client, Config: cfg, Logger: quiet})
+		RiverUIUser: "ops", RiverUIPassword: "s3cret"}
+	providers := drivers.New(map[string]provider.Options{provider.Stripe: {WebhookSecrets: []string{"whsec_page"}}})
+	s, err := New(Options{Pool: pool, River: client, Config: cfg, Logger: quiet, Providers: providers})
 	require.NoError(t, err)
 	uiCtx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)

@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/timeline"
 )
 
@@ -195,15 +195,15 @@ func titled(s string) string {
 // providers is the order a provider id is tried in: the one its prefix
 // names first.
 func providers(id string) []string {
-	first := fulfillment.ProviderStripe
+	first := provider.Stripe
 	switch {
 	case strings.HasPrefix(id, "txn_"), strings.HasPrefix(id, "adj_"), strings.HasPrefix(id, "chargeback:"):
-		first = fulfillment.ProviderPaddle
+		first = provider.Paddle
 	case strings.HasPrefix(id, "ord_"):
-		first = fulfillment.ProviderCreem
+		first = provider.Creem
 	}
 	out := []string{first}
-	for _, p := range fulfillment.Providers() {
+	for _, p := range provider.Names() {
 		if p != first {
 			out = append(out, p)
 		}

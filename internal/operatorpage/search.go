@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/timeline"
 )
 
@@ -43,7 +43,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 }
 
 // find returns the URL of the timeline term names, or why there is none.
-func (h *handler) find(r *http.Request, term, kind, provider string) (target, msg string, err error) {
+func (h *handler) find(r *http.Request, term, kind, only string) (target, msg string, err error) {
 	lower := strings.ToLower(term)
 	for _, k := range []string{kindOrder, kindPlayer} {
 		if rest, ok := strings.CutPrefix(lower, k+" "); ok && (kind == "" || kind == kindAuto) {
@@ -63,7 +63,7 @@ func (h *handler) find(r *http.Request, term, kind, provider string) (target, ms
 	case kind != kindPayment && numeric:
 		return h.findNumber(r, id)
 	}
-	return h.findProviderID(r, term, provider)
+	return h.findProviderID(r, term, only)
 }
 
 // findNumber takes a bare number for an order id, else a player id
@@ -84,12 +84,12 @@ func (h *handler) findNumber(r *http.Request, id int64) (string, string, error) 
 	return "", "No order or player has the id " + r.URL.Query().Get("q") + ".", nil
 }
 
-// findProviderID tries provider, or every provider (the one the id's
-// prefix suggests first).
-func (h *handler) findProviderID(r *http.Request, id, provider string) (string, string, error) {
+// findProviderID tries only, or every provider (the one the id's prefix
+// suggests first).
+func (h *handler) findProviderID(r *http.Request, id, only string) (string, string, error) {
 	tries := providers(id)
-	if fulfillment.ValidProvider(provider) {
-		tries = []string{provider}
+	if provider.Known(only) {
+		tries = []string{only}
 	}
 	for _, p := range tries {
 		_, err := timeline.Payment(r.Context(), h.opts.DB, p, id)

@@ -74,6 +74,13 @@ type jobArgs struct {
 	Currency   string `json:"currency"`
 }
 
+// riverError is one element of river_job.errors, as River stores it.
+type riverError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
+
 // Job kinds a timeline shows.
 const (
 	kindFulfil  = "fulfill_order"
@@ -113,8 +120,12 @@ func scanJob(r pgx.Row) (*jobRow, error) {
 		&j.AttemptedAt, &j.FinalizedAt, &errs, &args); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+	var attempts []riverError
+	if err := json.Unmarshal([]byte(errs), &attempts); err != nil {
 		return nil, fmt.Errorf("job %d errors: %w", j.ID, err)
+	}
+	for _, a := range attempts {
+		j.Errors = append(j.Errors, Attempt{Attempt: a.Attempt, At: a.At, Error: a.Error})
 	}
 	if err := json.Unmarshal([]byte(args), &j.Args); err != nil {
 		return nil, fmt.Errorf("job %d args: %w", j.ID, err)

@@ -25,6 +25,9 @@ import (
 	"github.com/fibe-dev/billing/internal/checkout"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/stripe"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/internal/timeline"
 	"github.com/fibe-dev/billing/internal/webhook"
@@ -63,16 +66,16 @@ func newEnv(t *testing.T, stripeAPI string) *env {
 	pool := testdb.New(t)
 	opts := fulfillment.WorkerOptions{}
 	openers := map[string]checkout.Opener{}
-	for _, p := range fulfillment.Providers() {
+	for _, p := range provider.Names() {
 		openers[p] = checkout.Simulated{BaseURL: "http://billing.test"}
 	}
 	if stripeAPI != "" {
-		opts.Refunders = map[string]fulfillment.Refunder{
-			fulfillment.ProviderStripe: fulfillment.NewStripeRefunder("sk_test_123", stripeAPI)}
-		openers[fulfillment.ProviderStripe] = checkout.NewStripe("sk_test_123", stripeAPI, nil)
+		d := stripe.New(provider.Options{APIKey: "sk_test_123", APIURL: stripeAPI})
+		opts.Refunders = map[string]fulfillment.Refunder{provider.Stripe: d}
+		openers[provider.Stripe] = d
 	}
 	e := &env{t: t, pool: pool, river: fulfillmenttest.StartRiver(t, pool, opts)}
-	e.intake = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Secrets: secrets, Logger: discard}))
+	e.intake = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Providers: intakes(), Logger: discard}))
 	t.Cleanup(e.intake.Close)
 	e.checkouts = checkout.NewService(checkout.Options{Openers: openers, SKUs: catalogue,
 		SuccessURL: "http://billing.test/ok", CancelURL: "http://billing.test/cancel", Logger: discard})
@@ -80,6 +83,15 @@ func newEnv(t *testing.T, stripeAPI string) *env {
 	require.NoError(t, err)
 	e.player = p.ID
 	return e
+}
+
+// intakes are every provider's driver, verifying with the test secrets.
+func intakes() map[string]webhook.Intake {
+	opts := map[string]provider.Options{}
+	for name, s := range secrets {
+		opts[name] = provider.Options{WebhookSecrets: s}
+	}
+	return provider.Select[webhook.Intake](drivers.New(opts))
 }
 
 // open opens a mana_1000 checkout through provider under an API key.

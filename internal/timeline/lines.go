@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // layerRank orders lines of one instant: rows one transaction writes share
@@ -82,9 +82,9 @@ func (h *history) orderLine(o *orderRow) Line {
 	case o.CheckoutID == "":
 	case strings.HasPrefix(o.CheckoutID, simulatedCheckout):
 		l.Details = append(l.Details, "a simulated checkout page (billing dev): no provider was called")
-	case o.Provider == fulfillment.ProviderStripe:
-		l.Keys = append(l.Keys, Key{KeyProvider, checkout.Request{OrderID: o.ID}.IdempotencyKey()})
-	case o.Provider == fulfillment.ProviderCreem:
+	case o.Provider == provider.Stripe:
+		l.Keys = append(l.Keys, Key{KeyProvider, provider.CheckoutRequest{OrderID: o.ID}.IdempotencyKey()})
+	case o.Provider == provider.Creem:
 		// Creem takes no idempotency key; its checkout carries this request id.
 		l.Keys = append(l.Keys, Key{KeyCreemRequest, "order_" + strconv.FormatInt(o.ID, 10)})
 	}

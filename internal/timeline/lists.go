@@ -12,15 +12,15 @@ import (
 // UnappliedPayment is money received that minted nothing and is not
 // refunded yet.
 type UnappliedPayment struct {
-	ID        int64     `json:"id,string"` // payments row id (billing payments mark-refunded --payment)
-	Provider  string    `json:"provider"`
-	PaymentID string    `json:"payment_id"`
-	OrderID   int64     `json:"order_id,string"`
-	PlayerID  int64     `json:"player_id,string"`
-	Amount    int64     `json:"amount"`
-	Currency  string    `json:"currency"`
-	Reason    string    `json:"reason"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        int64 // payments row id (billing payments mark-refunded --payment)
+	Provider  string
+	PaymentID string
+	OrderID   int64
+	PlayerID  int64
+	Amount    int64
+	Currency  string
+	Reason    string
+	CreatedAt time.Time
 }
 
 // Money is the amount as a person reads it ("9.99 USD").
@@ -42,9 +42,9 @@ func Unapplied(ctx context.Context, db dbtx.DB, limit int) ([]UnappliedPayment, 
 
 // OpenDebt is a player's outstanding debt.
 type OpenDebt struct {
-	PlayerID  int64     `json:"player_id,string"`
-	Mana      int64     `json:"mana"`
-	UpdatedAt time.Time `json:"updated_at"`
+	PlayerID  int64
+	Mana      int64
+	UpdatedAt time.Time
 }
 
 // openDebtsSQL reads the partial index of open debts (outstanding > 0).

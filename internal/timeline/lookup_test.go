@@ -11,6 +11,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/timeline"
 )
 
@@ -29,7 +30,7 @@ func TestNotFound(t *testing.T) {
 	require.ErrorIs(t, err, timeline.ErrNotFound)
 
 	// An order opened and never paid is found by its checkout too.
-	o := e.open(fulfillment.ProviderPaddle, "")
+	o := e.open(provider.Paddle, "")
 	tl, err := timeline.Payment(ctx, e.pool, "paddle", o.CheckoutID)
 	require.NoError(t, err)
 	require.Equal(t, "Not paid", tl.Headline)
@@ -46,7 +47,7 @@ func TestRefundBeforeItsPayment(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, "")
-	o := e.open(fulfillment.ProviderStripe, "")
+	o := e.open(provider.Stripe, "")
 	pi := devwebhook.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10))
 	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", devwebhook.ReversalEvent("stripe", "evt_early", pi,
 		"ch_early", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")))
@@ -80,7 +81,7 @@ func TestDuplicateCountShownWhereCounted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, "")
-	o := e.open(fulfillment.ProviderStripe, "")
+	o := e.open(provider.Stripe, "")
 	require.Equal(t, "completed", e.pay(o, "evt_pay"))
 	tl := e.order(o.ID)
 	if !hasColumn(t, e, "webhook_events", "duplicate_deliveries") {
@@ -114,22 +115,22 @@ func TestPlayerSince(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, "")
-	old := e.open(fulfillment.ProviderStripe, "")
+	old := e.open(provider.Stripe, "")
 	require.Equal(t, "completed", e.pay(old, "evt_pay_old"))
 	since := time.Now()
-	fresh := e.open(fulfillment.ProviderPaddle, "")
+	fresh := e.open(provider.Paddle, "")
 	require.Equal(t, "completed", e.pay(fresh, "evt_pay_new"))
 	require.Equal(t, "completed", e.reverse(old, "evt_refund", "ch_old", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
 
 	all, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
 	require.NoError(t, err)
-	require.Equal(t, timeline.IDs{old.ID, fresh.ID}, all.Orders)
+	require.Equal(t, []int64{old.ID, fresh.ID}, all.Orders)
 	require.Len(t, ofType(all, "order_opened"), 2)
 	require.Nil(t, all.Subject.Since)
 
 	tl, err := timeline.Player(ctx, e.pool, e.player, since)
 	require.NoError(t, err)
-	require.Equal(t, timeline.IDs{old.ID, fresh.ID}, tl.Orders, "the old order moved money since")
+	require.Equal(t, []int64{old.ID, fresh.ID}, tl.Orders, "the old order moved money since")
 	require.Len(t, ofType(tl, "order_opened"), 1, "only the new order was opened since")
 	require.Len(t, ofType(tl, "reversal_accepted"), 1)
 	for _, l := range tl.Lines {

@@ -17,6 +17,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/dbtx"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/timeline"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -203,11 +204,11 @@ func readPlan(text string) plan {
 func seedHistories(t *testing.T, e *env) {
 	t.Helper()
 	ctx := context.Background()
-	twice := e.open(fulfillment.ProviderStripe, "k1")
+	twice := e.open(provider.Stripe, "k1")
 	require.Equal(t, "completed", e.pay(twice, "evt_pay_1"))
 	require.Equal(t, "cancelled", e.deliverAndWait("stripe", "evt_second",
 		devwebhook.PaymentEvent("stripe", "evt_second", "pi_second", twice.ID, 999, "usd")))
-	refunded := e.open(fulfillment.ProviderStripe, "k2")
+	refunded := e.open(provider.Stripe, "k2")
 	require.Equal(t, "completed", e.pay(refunded, "evt_pay_2"))
 	charge := fmt.Sprintf("ch_order_%d", refunded.ID)
 	require.Equal(t, "cancelled", e.reverse(refunded, "evt_eur", charge, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 100, "eur"))
@@ -218,7 +219,7 @@ func seedHistories(t *testing.T, e *env) {
 	require.Equal(t, "completed", e.reverse(twice, "evt_dispute", "dp_1", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd"))
 	_, err = ws.ForgiveDebt(ctx, e.player, "ticket-1", "goodwill")
 	require.NoError(t, err)
-	require.Equal(t, "completed", e.pay(e.open(fulfillment.ProviderCreem, "k3"), "evt_pay_3"), "a later purchase")
+	require.Equal(t, "completed", e.pay(e.open(provider.Creem, "k3"), "evt_pay_3"), "a later purchase")
 	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", devwebhook.ReversalEvent("stripe", "evt_early", "pi_unknown",
 		"ch_unknown", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 100, "usd")))
 }

@@ -28,7 +28,7 @@ func orderTimeline(ctx context.Context, q dbtx.DB, id int64) (*Timeline, error) 
 // timeline puts h's lines under verdict v.
 func (h *history) timeline(s Subject, v verdict) *Timeline {
 	t := &Timeline{Subject: s, Headline: v.headline, Verdict: v.text(), Attention: v.attention, PlayerID: h.playerID(),
-		Orders: IDs{}, Lines: h.lines(), AsOf: time.Now().UTC()}
+		Orders: []int64{}, Lines: h.lines(), AsOf: time.Now().UTC()}
 	for _, o := range h.orders {
 		t.Orders = append(t.Orders, o.ID)
 	}

@@ -17,10 +17,8 @@ package timeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/fibe-dev/billing/internal/dbtx"
@@ -63,83 +61,54 @@ const (
 
 // Timeline is the story of one subject, oldest line first.
 type Timeline struct {
-	Subject Subject `json:"subject"`
+	Subject Subject
 	// Headline is the verdict's first words ("Paid twice", "Not paid").
-	Headline string `json:"headline"`
+	Headline string
 	// Verdict says in one paragraph what happened and what is left to do.
-	Verdict string `json:"verdict"`
+	Verdict string
 	// Attention is true when something waits for an operator (a payment
 	// to refund, a refused event, a failing job, an open debt).
-	Attention bool      `json:"attention"`
-	PlayerID  int64     `json:"player_id,string,omitempty"`
-	Orders    IDs       `json:"orders"`
-	Lines     []Line    `json:"lines"`
-	Notes     []string  `json:"notes,omitempty"`
-	AsOf      time.Time `json:"as_of"`
-}
-
-// IDs are row ids, written as JSON strings like every id of the API.
-type IDs []int64
-
-// MarshalJSON writes ["7","9"].
-func (ids IDs) MarshalJSON() ([]byte, error) {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = strconv.FormatInt(id, 10)
-	}
-	return json.Marshal(out)
-}
-
-// UnmarshalJSON reads ["7","9"].
-func (ids *IDs) UnmarshalJSON(b []byte) error {
-	var ss []string
-	if err := json.Unmarshal(b, &ss); err != nil {
-		return err
-	}
-	*ids = make(IDs, len(ss))
-	for i, s := range ss {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("timeline: id %q: %w", s, err)
-		}
-		(*ids)[i] = n
-	}
-	return nil
+	Attention bool
+	PlayerID  int64
+	Orders    []int64
+	Lines     []Line
+	Notes     []string
+	AsOf      time.Time
 }
 
 // Subject is what was asked about.
 type Subject struct {
-	Kind     string     `json:"kind"` // order, payment or player
-	ID       string     `json:"id"`
-	Provider string     `json:"provider,omitempty"` // payments only
-	Since    *time.Time `json:"since,omitempty"`    // players only
+	Kind     string // order, payment or player
+	ID       string
+	Provider string     // payments only
+	Since    *time.Time // players only
 }
 
 // Line is one thing that happened.
 type Line struct {
-	At    time.Time `json:"at"`
-	Layer string    `json:"layer"`
+	At    time.Time
+	Layer string
 	// Type names what happened, stable for scripts: order_opened,
 	// delivery_claimed, job, payment_applied, payment_unapplied,
 	// payment_refunded, reversal_accepted, reversal_refused,
 	// reversal_pending, fact, wallet, debt_opened, debt_settled,
 	// debt_written_off, debt_forgiven, adjustment.
-	Type     string    `json:"type"`
-	Text     string    `json:"text"`
-	Keys     []Key     `json:"keys,omitempty"`
-	Flag     string    `json:"flag,omitempty"`
-	Details  []string  `json:"details,omitempty"`
-	Refs     Refs      `json:"refs"`
-	Entries  []Entry   `json:"entries,omitempty"`  // wallet lines
-	Attempts []Attempt `json:"attempts,omitempty"` // job lines
+	Type     string
+	Text     string
+	Keys     []Key
+	Flag     string
+	Details  []string
+	Refs     Refs
+	Entries  []Entry   // wallet lines
+	Attempts []Attempt // job lines
 	// RiverUI is the job's page in the River UI (job lines).
-	RiverUI string `json:"river_ui,omitempty"`
+	RiverUI string
 }
 
 // Key is one key that made a line happen once, and what kind of key it is.
 type Key struct {
-	Kind  string `json:"kind"`
-	Value string `json:"value"`
+	Kind  string
+	Value string
 }
 
 // Key kinds.
@@ -156,27 +125,27 @@ const (
 
 // Refs are the ids a line is about, for links and scripts.
 type Refs struct {
-	OrderID       int64  `json:"order_id,string,omitempty"`
-	Payment       int64  `json:"payment,string,omitempty"` // payments row id
-	JobID         int64  `json:"job_id,string,omitempty"`
-	TransactionID int64  `json:"transaction_id,string,omitempty"`
-	PlayerID      int64  `json:"player_id,string,omitempty"`
-	Provider      string `json:"provider,omitempty"`
-	ProviderID    string `json:"provider_id,omitempty"` // the provider's payment, refund or dispute id
+	OrderID       int64
+	Payment       int64 // payments row id
+	JobID         int64
+	TransactionID int64
+	PlayerID      int64
+	Provider      string
+	ProviderID    string // the provider's payment, refund or dispute id
 }
 
 // Entry is one ledger entry of a wallet transaction.
 type Entry struct {
-	Account      string `json:"account"`
-	Amount       int64  `json:"amount"`
-	BalanceAfter *int64 `json:"balance_after,omitempty"` // the wallet's entry only
+	Account      string
+	Amount       int64
+	BalanceAfter *int64 // the wallet's entry only
 }
 
 // Attempt is one failed attempt of a job, as River recorded it.
 type Attempt struct {
-	Attempt int       `json:"attempt"`
-	At      time.Time `json:"at"`
-	Error   string    `json:"error"`
+	Attempt int
+	At      time.Time
+	Error   string
 }
 
 // RiverUIPath is where the River UI shows job id.

@@ -2,7 +2,6 @@ package timeline_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/stripemock"
 	"github.com/fibe-dev/billing/internal/timeline"
 	"github.com/fibe-dev/billing/wallet"
@@ -28,7 +28,7 @@ func TestDoubleCharge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, stripemock.Start(t))
-	o := e.open(fulfillment.ProviderStripe, "checkout-key-1")
+	o := e.open(provider.Stripe, "checkout-key-1")
 	require.Equal(t, "completed", e.pay(o, "evt_first"))
 	first := devwebhook.CompletedEvent("stripe", "evt_first", o.ID, 999, "usd")
 	require.Equal(t, "duplicate", e.deliver("stripe", first), "a redelivery of the same event")
@@ -43,7 +43,7 @@ func TestDoubleCharge(t *testing.T) {
 		`payment cs_test_pi_second \(9\.99 USD\) for the same order minted nothing and was refunded \((re_\w+)\) on \d{4}-\d\d-\d\d \d\d:\d\d UTC\.`),
 		tl.Verdict)
 	require.False(t, tl.Attention, "nothing is left to do: %s", tl.Verdict)
-	require.Equal(t, timeline.IDs{o.ID}, tl.Orders)
+	require.Equal(t, []int64{o.ID}, tl.Orders)
 	require.Equal(t, e.player, tl.PlayerID)
 	requireOrdered(t, tl)
 
@@ -84,7 +84,7 @@ func TestDoubleCharge(t *testing.T) {
 	for _, id := range []string{"pi_second", "cs_test_pi_second", refundID, "evt_second", session} {
 		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
 		require.NoError(t, err, id)
-		require.Equal(t, timeline.IDs{o.ID}, byID.Orders, id)
+		require.Equal(t, []int64{o.ID}, byID.Orders, id)
 		require.Equal(t, "Paid twice", byID.Headline, id)
 		require.Equal(t, timeline.Subject{Kind: timeline.SubjectPayment, Provider: "stripe", ID: id}, byID.Subject)
 		require.Len(t, byID.Lines, len(tl.Lines), id)
@@ -101,7 +101,7 @@ func TestUnappliedNotRefunded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, "")
-	o := e.open(fulfillment.ProviderCreem, "")
+	o := e.open(provider.Creem, "")
 	require.Equal(t, "completed", e.pay(o, "evt_a"))
 	second := devwebhook.PaymentEvent("creem", "evt_b", "ord_other", o.ID, 999, "usd")
 	require.Equal(t, "cancelled", e.deliverAndWait("creem", "evt_b", second))
@@ -141,7 +141,7 @@ func TestPartialRefund(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, "")
-	o := e.open(fulfillment.ProviderStripe, "")
+	o := e.open(provider.Stripe, "")
 	require.Equal(t, "completed", e.pay(o, "evt_pay"))
 	charge := "ch_order_" + strconv.FormatInt(o.ID, 10)
 	require.Equal(t, "completed", e.reverse(o, "evt_refund_1", charge, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 300, "usd"))
@@ -169,7 +169,7 @@ func TestPartialRefund(t *testing.T) {
 	for _, id := range []string{charge, "charge:" + charge, "evt_refund_2"} {
 		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
 		require.NoError(t, err, id)
-		require.Equal(t, timeline.IDs{o.ID}, byID.Orders, id)
+		require.Equal(t, []int64{o.ID}, byID.Orders, id)
 	}
 }
 
@@ -192,7 +192,7 @@ func keyedOfLayer(t *testing.T, tl *timeline.Timeline, value, layer string) time
 func TestDisputeLostThenWon(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
-	o := e.open(fulfillment.ProviderPaddle, "")
+	o := e.open(provider.Paddle, "")
 	require.Equal(t, "completed", e.pay(o, "evt_pay"))
 	require.Equal(t, "completed", e.reverse(o, "evt_cb", "adj_cb", fulfillment.ReversalDispute, fulfillment.StateLost, 999, "usd"))
 	require.Equal(t, "completed", e.reverse(o, "evt_cbr", "adj_cbr", fulfillment.ReversalDispute, fulfillment.StateWon, 999, "usd"))
@@ -219,7 +219,7 @@ func TestDisputeLostThenWon(t *testing.T) {
 func TestRefusedRefund(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
-	o := e.open(fulfillment.ProviderStripe, "")
+	o := e.open(provider.Stripe, "")
 	require.Equal(t, "completed", e.pay(o, "evt_pay"))
 	charge := "ch_order_" + strconv.FormatInt(o.ID, 10)
 	require.Equal(t, "cancelled", e.reverse(o, "evt_eur", charge, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "eur"))
@@ -253,7 +253,7 @@ func TestDebtForgiven(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, "")
 	ws := wallet.New(e.pool, wallet.Options{SparksPerMana: 100})
-	o := e.open(fulfillment.ProviderCreem, "")
+	o := e.open(provider.Creem, "")
 	require.Equal(t, "completed", e.pay(o, "evt_pay"))
 	_, err := ws.Adjust(ctx, wallet.AdjustParams{PlayerID: e.player, Currency: wallet.Mana, Amount: -600,
 		Reason: "spent in a test", Key: "spend-1"})
@@ -296,6 +296,4 @@ func TestDebtForgiven(t *testing.T) {
 	require.Len(t, ofType(pl, "debt_forgiven"), 1)
 	require.Len(t, ofType(pl, "order_opened"), 1)
 	requireOrdered(t, pl)
-	_, err = json.Marshal(pl)
-	require.NoError(t, err)
 }
