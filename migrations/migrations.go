@@ -3,7 +3,8 @@
 //
 // Migrate is idempotent and safe to run from several processes at once: the
 // whole run holds a PostgreSQL advisory lock, so a second migrator waits and
-// then finds nothing to do.
+// then finds nothing to do. It waits by polling, holding no snapshot, so
+// that a migration may build its indexes CONCURRENTLY.
 package migrations
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -42,8 +44,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*Res
 		return nil, fmt.Errorf("migrate: acquire: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
-		return nil, fmt.Errorf("migrate: lock: %w", err)
+	if err := lock(ctx, conn, logger); err != nil {
+		return nil, err
 	}
 	defer func() {
 		// Unlock on a fresh context: ctx may be cancelled, and a session lock
@@ -83,4 +85,36 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*Res
 	}
 	logger.InfoContext(ctx, "migrated", "river_applied", len(res.RiverVersions), "app_applied", len(res.AppVersions))
 	return res, nil
+}
+
+// lockPoll bounds the wait between two tries of the migration lock.
+const lockPoll = time.Second
+
+// lock takes the migration lock on conn. It polls pg_try_advisory_lock
+// rather than waiting in pg_advisory_lock: a statement waiting for a lock
+// holds a snapshot, and CREATE INDEX CONCURRENTLY in the running migration
+// waits for every older snapshot in the database to go. The lock's holder
+// is another session of that migrator (the build runs on a connection of
+// its own), so PostgreSQL would see no deadlock and both would wait for
+// ever. Between tries this session is idle, in no transaction.
+func lock(ctx context.Context, conn *pgxpool.Conn, logger *slog.Logger) error {
+	wait := 10 * time.Millisecond
+	for tries := 0; ; tries++ {
+		var locked bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&locked); err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
+		}
+		if locked {
+			return nil
+		}
+		if tries == 0 {
+			logger.InfoContext(ctx, "waiting for another migrator to finish")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("migrate: waiting for another migrator: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, lockPoll)
+	}
 }

@@ -10,7 +10,10 @@
 -- while wallet_transactions is read for the two partial indexes. A build
 -- cut short leaves an invalid index behind and the migration unrecorded;
 -- each index is dropped before it is built, so running the migration
--- again starts that index over.
+-- again starts that index over. Each build also waits for every
+-- transaction older than it in the database to end; a second migrator
+-- waiting for this one holds none (Migrate polls for its lock), or the
+-- build would wait for it for ever.
 
 -- A payment's reversal steps: every wallet key under payment:<row id>:,
 -- read as a byte-wise range (text_pattern_ops), right in any collation.
