@@ -22,7 +22,7 @@ func newExplainCmd() *cobra.Command {
 		Short: `Answer "what happened to my payment?": one timeline of an order, a provider payment or a player`,
 		Long: `explain prints one timeline across every layer, oldest first: the checkout
 (its Idempotency-Key and provider key), every provider delivery (claimed once
-per event id, with its duplicate deliveries where the claim counts them), the
+per event id, with how many duplicate deliveries followed and when), the
 fulfilment and reversal jobs (state, attempts, each attempt's error, the job's
 River UI path), the payments (applied, unapplied, refunded) and their aliases,
 every refund and dispute event as the provider sent it (accepted, refused and
@@ -188,6 +188,9 @@ type lineJSON struct {
 	Entries  []entryJSON   `json:"entries,omitempty"`
 	Attempts []attemptJSON `json:"attempts,omitempty"`
 	RiverUI  string        `json:"river_ui,omitempty"`
+	// Delivery lines: the deliveries after the claiming one, the last when.
+	Duplicates   int64      `json:"duplicate_deliveries,omitempty"`
+	LastDelivery *time.Time `json:"last_delivery_at,omitempty"`
 }
 
 type keyJSON struct {
@@ -231,7 +234,7 @@ func viewTimeline(t *timeline.Timeline) timelineJSON {
 
 func viewLine(l timeline.Line) lineJSON {
 	v := lineJSON{At: l.At, Layer: l.Layer, Type: l.Type, Text: l.Text, Flag: l.Flag, Details: l.Details,
-		Refs: refsJSON(l.Refs), RiverUI: l.RiverUI}
+		Refs: refsJSON(l.Refs), RiverUI: l.RiverUI, Duplicates: l.Duplicates, LastDelivery: l.LastDelivery}
 	for _, k := range l.Keys {
 		v.Keys = append(v.Keys, keyJSON(k))
 	}

@@ -58,7 +58,9 @@ func TestExplainCommands(t *testing.T) {
 			return n == 1
 		}, 20*time.Second, 20*time.Millisecond)
 	}
-	deliver("evt_cli_1", devwebhook.CompletedEvent("stripe", "evt_cli_1", o.ID, o.Amount, o.Currency))
+	paid := devwebhook.CompletedEvent("stripe", "evt_cli_1", o.ID, o.Amount, o.Currency)
+	deliver("evt_cli_1", paid)
+	deliver("evt_cli_1", paid) // a duplicate delivery, counted on the claim
 	deliver("evt_cli_2", devwebhook.PaymentEvent("stripe", "evt_cli_2", "pi_cli_second", o.ID, o.Amount, o.Currency))
 	order := strconv.FormatInt(o.ID, 10)
 
@@ -82,6 +84,12 @@ func TestExplainCommands(t *testing.T) {
 	require.Equal(t, "unapplied", unapplied.Flag)
 	require.Equal(t, []keyJSON{{Kind: "provider payment", Value: "cs_test_pi_cli_second"}}, unapplied.Keys)
 	require.Equal(t, order, strconv.FormatInt(unapplied.Refs.OrderID, 10))
+	claim := tl.Lines[1]
+	require.Equal(t, "delivery_claimed", claim.Type)
+	require.Equal(t, []keyJSON{{Kind: "provider event id", Value: "evt_cli_1"}}, claim.Keys)
+	require.Equal(t, int64(1), claim.Duplicates)
+	require.NotNil(t, claim.LastDelivery)
+	require.Contains(t, claim.Text, "; 1 duplicate delivery followed")
 	var raw map[string]any // the documented field names
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "explain", "order", order, "--json")), &raw))
 	for _, k := range []string{"subject", "headline", "verdict", "attention", "player_id", "orders", "lines", "as_of"} {
@@ -92,6 +100,10 @@ func TestExplainCommands(t *testing.T) {
 		require.Contains(t, line, k)
 	}
 	require.Equal(t, order, raw["orders"].([]any)[0], "ids are strings, as in the API")
+	claimed := raw["lines"].([]any)[1].(map[string]any)
+	require.Equal(t, "delivery_claimed", claimed["type"])
+	require.Equal(t, 1.0, claimed["duplicate_deliveries"])
+	require.Contains(t, claimed, "last_delivery_at")
 
 	require.Contains(t, runBilling(t, env, "explain", "player", strconv.FormatInt(p.ID, 10), "--since", "1h"),
 		"Player "+strconv.FormatInt(p.ID, 10)+" since ")

@@ -97,6 +97,15 @@ func TestOperatorPageInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, refund, "refunded automatically through stripe as re_")
 	require.Contains(t, refund, "billing-payment-")
+	opened, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`tr[data-type="order_opened"]`)))
+	require.NoError(t, err)
+	require.Contains(t, opened, "tl-checkout-1")
+	require.Contains(t, opened, "answered 201, replayed 1 time")
+	claims, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`tr[data-type="delivery_claimed"]`)))
+	require.NoError(t, err)
+	require.Contains(t, claims, "evt_tl_1 claimed: paid 9.99 USD for order")
+	require.Contains(t, claims, "; 2 duplicate deliveries followed, the last at ")
+	require.Contains(t, verdict, "The providers delivered 2 events 4 times; each was claimed once and the 2 duplicates answered without effect.")
 	jobs, err := chromedp.Run(bctx, chromedp.AttributesAll(chromedp.CSSAll(`td.links a[href^="/riverui/jobs/"]`)))
 	require.NoError(t, err)
 	require.Len(t, jobs, 2, "each job links into River UI")
@@ -180,7 +189,13 @@ func seedTimelineHistories(t *testing.T, ctx context.Context, pool *pgxpool.Pool
 	require.NoError(t, err)
 	s := &seeder{t: t, ctx: ctx, pool: pool, base: base, key: key}
 	twice := s.checkout("stripe")
-	s.send("stripe", "evt_tl_1", devwebhook.CompletedEvent("stripe", "evt_tl_1", twice, 999, "usd"))
+	status, replayed := s.postCheckout("stripe", 1) // the client retried its call
+	require.Equal(t, http.StatusCreated, status, replayed)
+	require.Equal(t, strconv.FormatInt(twice, 10), replayed, "a replay answers the same order")
+	paid := devwebhook.CompletedEvent("stripe", "evt_tl_1", twice, 999, "usd")
+	s.send("stripe", "evt_tl_1", paid)
+	s.post("stripe", "evt_tl_1", paid) // Stripe retried it twice
+	s.post("stripe", "evt_tl_1", paid)
 	s.send("stripe", "evt_tl_2", devwebhook.PaymentEvent("stripe", "evt_tl_2", "pi_tl_second", twice, 999, "usd"))
 	refunded := s.checkout("stripe")
 	s.send("stripe", "evt_tl_3", devwebhook.CompletedEvent("stripe", "evt_tl_3", refunded, 999, "usd"))
@@ -214,11 +229,27 @@ type seeder struct {
 func (s *seeder) checkout(provider string) int64 {
 	s.t.Helper()
 	s.n++
+	status, id := s.postCheckout(provider, s.n)
+	if provider != "stripe" && status == http.StatusUnprocessableEntity {
+		// No API key for this provider: the order is opened without one.
+		return s.orderWithoutCheckout(provider)
+	}
+	require.Equal(s.t, http.StatusCreated, status, id)
+	order, err := strconv.ParseInt(id, 10, 64)
+	require.NoError(s.t, err)
+	return order
+}
+
+// postCheckout posts a mana_1000 checkout under Idempotency-Key
+// tl-checkout-<n> and returns the status and the order id (or the
+// problem's code and detail).
+func (s *seeder) postCheckout(provider string, n int) (int, string) {
+	s.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.base+"/v1/checkouts", strings.NewReader(`{"sku":"mana_1000","provider":"`+provider+`"}`))
 	require.NoError(s.t, err)
 	req.Header.Set("Authorization", "Bearer "+s.key)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", fmt.Sprintf("tl-checkout-%d", s.n))
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("tl-checkout-%d", n))
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(s.t, err)
 	defer resp.Body.Close()
@@ -228,14 +259,10 @@ func (s *seeder) checkout(provider string) int64 {
 		Detail string `json:"detail"`
 	}
 	require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&o))
-	if provider != "stripe" && resp.StatusCode == http.StatusUnprocessableEntity {
-		// No API key for this provider: the order is opened without one.
-		return s.orderWithoutCheckout(provider)
+	if resp.StatusCode != http.StatusCreated {
+		return resp.StatusCode, o.Code + ": " + o.Detail
 	}
-	require.Equal(s.t, http.StatusCreated, resp.StatusCode, "%s: %s", o.Code, o.Detail)
-	id, err := strconv.ParseInt(o.ID, 10, 64)
-	require.NoError(s.t, err)
-	return id
+	return resp.StatusCode, o.ID
 }
 
 // orderWithoutCheckout opens an order the way the API does before it
@@ -255,9 +282,19 @@ func (s *seeder) reversal(provider, evt string, order int64, id, kind, state str
 	return devwebhook.ReversalEvent(provider, evt, payment, id, kind, state, amount, "usd")
 }
 
-// send signs body as provider does, posts it to the web process and waits
-// until the worker finished its job.
+// send posts an event and waits until the worker finished its job.
 func (s *seeder) send(provider, evt string, body []byte) {
+	s.t.Helper()
+	s.post(provider, evt, body)
+	require.Eventually(s.t, func() bool {
+		var done bool
+		err := s.pool.QueryRow(s.ctx, `SELECT finalized_at IS NOT NULL FROM river_job WHERE args->>'event_id' = $1`, evt).Scan(&done)
+		return err == nil && done
+	}, 30*time.Second, 50*time.Millisecond, "the job of %s", evt)
+}
+
+// post signs body as provider does and posts it to the web process.
+func (s *seeder) post(provider, evt string, body []byte) {
 	s.t.Helper()
 	require.NotNil(s.t, body)
 	h, v, err := devwebhook.Sign(provider, timelineSecrets[provider], body, time.Now())
@@ -269,9 +306,4 @@ func (s *seeder) send(provider, evt string, body []byte) {
 	require.NoError(s.t, err)
 	resp.Body.Close()
 	require.Equal(s.t, http.StatusOK, resp.StatusCode, evt)
-	require.Eventually(s.t, func() bool {
-		var done bool
-		err := s.pool.QueryRow(s.ctx, `SELECT finalized_at IS NOT NULL FROM river_job WHERE args->>'event_id' = $1`, evt).Scan(&done)
-		return err == nil && done
-	}, 30*time.Second, 50*time.Millisecond, "the job of %s", evt)
 }

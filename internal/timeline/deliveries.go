@@ -18,18 +18,15 @@ type deliveryRow struct {
 	PaidAmount                   *int64
 	PaidCurrency                 string
 	ClaimedAt                    time.Time
-	// Duplicates counts the deliveries after the claiming one and
-	// LastDelivery is the latest of them, where the schema records them
-	// (nil otherwise).
-	Duplicates   *int64
+	// Duplicates counts the deliveries after the claiming one, which the
+	// intake counts on the claim's row; LastDelivery is the latest of
+	// them (nil: delivered once).
+	Duplicates   int64
 	LastDelivery *time.Time
 }
 
-// deliveryColumns reads the duplicate count through the row's JSON: the
-// columns are optional (a later migration adds them to the claim's row),
-// and these statements work with or without them.
 const deliveryColumns = `w.provider, w.event_id, w.event_type, w.order_id, w.paid_amount, coalesce(w.paid_currency, ''),
-	w.claimed_at, (to_jsonb(w) ->> 'duplicate_deliveries')::bigint, (to_jsonb(w) ->> 'last_delivery_at')::timestamptz`
+	w.claimed_at, w.duplicate_deliveries, w.last_delivery_at`
 
 // deliveriesSQL finds the payment events of orders $1 and the events
 // ($2, $3) by their claim's key.

@@ -112,27 +112,25 @@ func apiKeyDetail(k *apiKeyRow) string {
 	if k.ResponseStatus != nil {
 		s += fmt.Sprintf(", answered %d", *k.ResponseStatus)
 	}
-	if k.Replays != nil {
-		s += ", replayed " + plural(int(*k.Replays), "time")
+	if k.Replays > 0 {
+		s += ", replayed " + plural(int(k.Replays), "time")
 	}
 	return s + " (the replay cache keeps it 24 hours)"
 }
 
 func (h *history) deliveryLine(d *deliveryRow) Line {
 	l := Line{At: d.ClaimedAt, Layer: LayerDelivery, Type: "delivery_claimed", Keys: []Key{{KeyEvent, d.EventID}},
-		Refs: Refs{Provider: d.Provider}}
+		Refs: Refs{Provider: d.Provider}, Duplicates: d.Duplicates, LastDelivery: d.LastDelivery}
 	l.Text = fmt.Sprintf("%s %s %s claimed", titled(d.Provider), d.EventType, d.EventID)
 	if d.OrderID != nil {
 		l.Refs.OrderID = *d.OrderID
 		l.Text += fmt.Sprintf(": paid %s for order %d", money(*d.PaidAmount, d.PaidCurrency), *d.OrderID)
 	}
-	switch {
-	case d.Duplicates == nil:
-	case *d.Duplicates == 0:
+	if d.Duplicates == 0 || d.LastDelivery == nil {
 		l.Text += "; delivered once"
-	default:
+	} else {
 		l.Text += fmt.Sprintf("; %s followed, the last at %s, each answered as a duplicate",
-			plural(int(*d.Duplicates), "duplicate delivery"), stamp(*d.LastDelivery))
+			plural(int(d.Duplicates), "duplicate delivery"), stamp(*d.LastDelivery))
 	}
 	if len(h.jobsOfEvent(d.Provider, d.EventID)) == 0 {
 		l.Details = append(l.Details, "its job is no longer retained (River deletes finished jobs after its retention period)")

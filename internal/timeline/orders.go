@@ -49,14 +49,10 @@ type apiKeyRow struct {
 	ResponseStatus *int
 	CreatedAt      time.Time
 	CompletedAt    *time.Time
-	Replays        *int64 // nil where the schema does not count replays
+	Replays        int64 // answers replayed from the stored response
 }
 
-// apiKeysSQL reads replays through the row's JSON: the column is optional
-// (a later migration adds it), and this statement works with or without
-// it.
-const apiKeysSQL = `SELECT k.player_id, k.key, k.status, k.response_status, k.created_at, k.completed_at,
-	(to_jsonb(k) ->> 'replays')::bigint
+const apiKeysSQL = `SELECT k.player_id, k.key, k.status, k.response_status, k.created_at, k.completed_at, k.replays
 FROM unnest($1::bigint[], $2::text[]) AS u(player_id, key)
 JOIN idempotency_keys k ON k.player_id = u.player_id AND k.key = u.key`
 

@@ -2,8 +2,8 @@
 // from the rows every layer already keeps, one timeline of an order, a
 // provider payment or a player. Each line says when, in which layer, what
 // happened, and the key that made it happen once: the checkout's
-// Idempotency-Key and provider key, each provider event id (with its
-// duplicate deliveries when the claim counts them), the River jobs with
+// Idempotency-Key and provider key, each provider event id (with how many
+// duplicate deliveries followed, the last when), the River jobs with
 // their attempts, the payment and its aliases, each refund and dispute
 // event as sent and what became of it, the facts they fold into, every
 // wallet transaction (with its ledger entries) and the debt it opened,
@@ -101,6 +101,10 @@ type Line struct {
 	Refs     Refs
 	Entries  []Entry   // wallet lines
 	Attempts []Attempt // job lines
+	// Duplicates counts the deliveries of the event after the one that
+	// claimed it, LastDelivery the latest of them (delivery lines).
+	Duplicates   int64
+	LastDelivery *time.Time
 	// RiverUI is the job's page in the River UI (job lines).
 	RiverUI string
 }

@@ -55,6 +55,7 @@ func TestDoubleCharge(t *testing.T) {
 
 	keyedOfLayer(t, tl, "evt_second", timeline.LayerDelivery)
 	require.Len(t, ofType(tl, "delivery_claimed"), 2, "two events, each claimed once")
+	require.Contains(t, keyedOfLayer(t, tl, "evt_first", timeline.LayerDelivery).Text, "; 1 duplicate delivery followed")
 	jobs := ofType(tl, "job")
 	require.Len(t, jobs, 2)
 	require.Equal(t, "", jobs[0].Flag)

@@ -211,21 +211,18 @@ func (h *history) eventProblems(p *paymentRow, v *verdict) {
 	}
 }
 
-// deliverySentence counts o's provider deliveries, where the claims count
-// their duplicates.
+// deliverySentence counts o's provider deliveries and their duplicates,
+// when there were any.
 func (h *history) deliverySentence(o *orderRow) string {
 	var events, dups int
-	counted := false
 	for _, d := range h.deliveries {
 		if !h.deliveryOf(d, o) {
 			continue
 		}
 		events++
-		if d.Duplicates != nil {
-			counted, dups = true, dups+int(*d.Duplicates)
-		}
+		dups += int(d.Duplicates)
 	}
-	if !counted || dups == 0 {
+	if dups == 0 {
 		return ""
 	}
 	return fmt.Sprintf("The providers delivered %s %d times; each was claimed once and the %s answered without effect.",
