@@ -298,3 +298,41 @@ func TestDebtForgiven(t *testing.T) {
 	require.Len(t, ofType(pl, "order_opened"), 1)
 	requireOrdered(t, pl)
 }
+
+// A debt a clawback opened is settled by the player's next purchase: the
+// new order's timeline shows the settlement leg and says its Mana paid
+// the debt first; the first order's says later credits settled it.
+func TestDebtSettled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	ws := wallet.New(e.pool, wallet.Options{SparksPerMana: 100})
+	first := e.open(provider.Creem, "")
+	require.Equal(t, "completed", e.pay(first, "evt_pay_1"))
+	_, err := ws.Adjust(ctx, wallet.AdjustParams{PlayerID: e.player, Currency: wallet.Mana, Amount: -600,
+		Reason: "spent in a test", Key: "spend-1"})
+	require.NoError(t, err)
+	require.Equal(t, "completed", e.reverse(first, "evt_refund", "rf_1", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
+	require.Contains(t, e.order(first.ID).Verdict, "the player still owes 600 Mana.")
+
+	second := e.open(provider.Creem, "")
+	require.Equal(t, "completed", e.pay(second, "evt_pay_2"))
+	e.requireClean()
+
+	tl := e.order(second.ID)
+	require.Contains(t, tl.Verdict, "Its Mana first paid 600 Mana of the player's earlier debt.")
+	settled := ofType(tl, "debt_settled")
+	require.Len(t, settled, 1, text(t, tl))
+	require.Equal(t, timeline.LayerDebt, settled[0].Layer)
+	require.Contains(t, settled[0].Text, "Debt settled: 600 Mana of a later credit paid towards it")
+	require.NotEmpty(t, settled[0].Keys)
+	requireOrdered(t, tl)
+
+	tl = e.order(first.ID)
+	require.False(t, tl.Attention, tl.Verdict)
+	require.Contains(t, tl.Verdict, "The clawback left 600 Mana of debt; later credits settled 600 Mana of the player's debt; nothing is owed now.")
+	pl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, "Nothing open", pl.Headline, pl.Verdict)
+	require.Len(t, ofType(pl, "debt_settled"), 1)
+}
