@@ -113,8 +113,9 @@ func timelineReport(empty, large *timelineStep) *Report {
 // with the real workers (no refund API: unapplied payments stay
 // unapplied) and the real webhook intake over it.
 func startTimelineBench(ctx context.Context, env Env) (*timelineBench, func(), error) {
-	// No provider drivers: nothing is refunded through a real provider.
-	workers, _ := jobs.Registry(jobs.Deps{Pool: env.Pool, Config: env.Config, Logger: env.Logger})
+	// No refunders: nothing is refunded through a real provider.
+	workers := river.NewWorkers()
+	fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: env.Pool, Wallet: env.Wallet, Logger: env.Logger})
 	client, err := jobs.NewClient(env.Pool, jobs.Options{Logger: env.Logger, Workers: workers,
 		Queues: map[string]river.QueueConfig{jobs.QueueFulfillment: {MaxWorkers: 20}}, FetchPollInterval: 100 * time.Millisecond})
 	if err != nil {
@@ -180,7 +181,11 @@ func (tb *timelineBench) order(ctx context.Context, provider string) (*fulfillme
 	if err != nil {
 		return nil, err
 	}
-	return fulfillment.CreateCheckout(ctx, tb.env.Pool, tb.env.Config.SKUs, fulfillment.CheckoutParams{PlayerID: p.ID,
+	skus := tb.env.SKUs
+	if len(skus) == 0 {
+		skus = fulfillment.DefaultSKUs()
+	}
+	return fulfillment.CreateCheckout(ctx, tb.env.Pool, skus, fulfillment.CheckoutParams{PlayerID: p.ID,
 		SKU: "mana_1000", Provider: provider})
 }
 

@@ -95,7 +95,7 @@ func (tb *timelineBench) chargeback(ctx context.Context, _ int) error {
 
 // debt: Mana spent, a full refund, the debt forgiven every other time.
 func (tb *timelineBench) debt(ctx context.Context, i int) error {
-	ws := wallet.New(tb.env.Pool, wallet.Options{SparksPerMana: tb.env.Config.SparksPerMana})
+	ws := tb.env.Wallet
 	return tb.history(ctx, provider.Creem, func(o *fulfillment.Order) error {
 		if _, err := ws.Adjust(ctx, wallet.AdjustParams{PlayerID: o.PlayerID, Currency: wallet.Mana, Amount: -600,
 			Reason: "bench spend", Key: fmt.Sprintf("tlb-spend-%d", o.ID)}); err != nil {

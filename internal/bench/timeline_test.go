@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // The timeline bench at a tiny size: it makes every kind of history
@@ -18,9 +18,9 @@ import (
 // of timeline on both sizes without one failing.
 func TestTimelineBenchRuns(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.LoadFile("", config.Options{Env: map[string]string{}})
-	require.NoError(t, err)
-	env := Env{Pool: testdb.New(t), Config: cfg, Clients: 2, Duration: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	pool := testdb.New(t)
+	env := Env{Pool: pool, Wallet: wallet.New(pool, wallet.Options{}), TZ: time.UTC, Clients: 2,
+		Duration: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	fs := pflag.NewFlagSet("timeline", pflag.ContinueOnError)
 	All()[indexOf(t, "timeline")].Flags(fs)
 	require.NoError(t, fs.Parse([]string{"--transactions", "3000", "--players", "30", "--histories", "1", "--orders", "10"}))

@@ -9,9 +9,8 @@ import "github.com/fibe-dev/billing/internal/operatorpage"
 // rest). The realm is the River UI's, so a browser signed in to one is
 // signed in to the other.
 func (s *Server) mountOperatorPage() {
-	cfg := s.opts.Config
 	page := operatorpage.Handler(operatorpage.Options{DB: s.opts.Pool, Logger: s.opts.Logger, RiverUI: "/riverui"})
-	guarded := BasicAuth(cfg.RiverUIUser, cfg.RiverUIPassword, "River UI", riverUIGuard(page))
+	guarded := BasicAuth(s.opts.RiverUIUser, s.opts.RiverUIPassword, "River UI", riverUIGuard(page))
 	s.mux.Handle(operatorpage.Path, guarded)
 	s.mux.Handle(operatorpage.Path[:len(operatorpage.Path)-1], guarded)
 }

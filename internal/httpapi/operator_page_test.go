@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
@@ -26,6 +25,7 @@ import (
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // pageEnv is a real server with the River UI and the operator page, its
@@ -44,10 +44,9 @@ func newPageEnv(t *testing.T) *pageEnv {
 	pool := testdb.New(t)
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
-	cfg := &config.Config{SparksPerMana: 1, ServiceDayTZ: time.UTC, SKUs: fulfillment.DefaultSKUs(), Plans: enforcer.DefaultPlans(),
-		RiverUIUser: "ops", RiverUIPassword: "s3cret"}
 	providers := drivers.New(map[string]provider.Options{provider.Stripe: {WebhookSecrets: []string{"whsec_page"}}})
-	s, err := New(Options{Pool: pool, River: client, Config: cfg, Logger: quiet, Providers: providers})
+	s, err := New(Options{Pool: pool, River: client, Wallet: wallet.New(pool, wallet.Options{}), Plans: enforcer.DefaultPlans(),
+		RiverUIUser: "ops", RiverUIPassword: "s3cret", Logger: quiet, Providers: providers})
 	require.NoError(t, err)
 	uiCtx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -57,7 +56,7 @@ func newPageEnv(t *testing.T) *pageEnv {
 	fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{})
 	p, _, err := players.Create(ctx, pool, "page")
 	require.NoError(t, err)
-	e.order, err = fulfillment.CreateCheckout(ctx, pool, cfg.SKUs, fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "stripe"})
+	e.order, err = fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(), fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "stripe"})
 	require.NoError(t, err)
 	finalized := func(n int) func() bool {
 		return func() bool {

@@ -23,6 +23,7 @@ import (
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/checkout"
+	"github.com/fibe-dev/billing/internal/devcheckout"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/provider"
@@ -67,7 +68,7 @@ func newEnv(t *testing.T, stripeAPI string) *env {
 	opts := fulfillment.WorkerOptions{}
 	openers := map[string]checkout.Opener{}
 	for _, p := range provider.Names() {
-		openers[p] = checkout.Simulated{BaseURL: "http://billing.test"}
+		openers[p] = devcheckout.Simulated{BaseURL: "http://billing.test"}
 	}
 	if stripeAPI != "" {
 		d := stripe.New(provider.Options{APIKey: "sk_test_123", APIURL: stripeAPI})

@@ -95,7 +95,7 @@ func (h *history) orderLine(o *orderRow) Line {
 }
 
 // simulatedCheckout starts the checkout id of billing dev's simulated page
-// (checkout.Simulated).
+// (devcheckout.Simulated).
 const simulatedCheckout = "dev_"
 
 func (h *history) apiKey(o *orderRow) *apiKeyRow {
