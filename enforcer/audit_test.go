@@ -30,13 +30,13 @@ func TestAuditFundingFindsViolations(t *testing.T) {
 
 	// A second debit for a's day under another key.
 	_, err = e.wallet.Debit(e.ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 100,
-		Kind: wallet.KindFunding, Reference: "marquee:" + itoa(a.ID) + ":2024-03-10", IdempotencyKey: "rogue",
+		Kind: wallet.KindFunding, Reference: "marquee:" + itoa(a.ID) + ":2024-03-10", IdempotencyKey: wallet.CallerKey("rogue"),
 		Account: wallet.AccountFundingRevenue})
 	require.NoError(t, err)
 	// b's next day debited at the wrong price.
 	_, err = e.wallet.Debit(e.ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1,
 		Kind: wallet.KindFunding, Reference: "marquee:" + itoa(b.ID) + ":2024-03-11",
-		IdempotencyKey: enforcer.FundingKey(b.ID, "2024-03-11"), Account: wallet.AccountFundingRevenue})
+		IdempotencyKey: wallet.FundingKey(b.ID, "2024-03-11"), Account: wallet.AccountFundingRevenue})
 	require.NoError(t, err)
 	// Funding debits whose reference names no Marquee id the audit can
 	// parse: not matched to a Marquee, and no cast error either.
@@ -45,7 +45,7 @@ func TestAuditFundingFindsViolations(t *testing.T) {
 	for i, ref := range []string{"marquee:not-a-number:2024-03-10", "marquee:not-a-number:2024-03-10",
 		"marquee:123456789012345678901234:2024-03-10", "marquee:"} {
 		_, err = e.wallet.Debit(e.ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1,
-			Kind: wallet.KindFunding, Reference: ref, IdempotencyKey: "odd-ref-" + itoa(int64(i)),
+			Kind: wallet.KindFunding, Reference: ref, IdempotencyKey: wallet.CallerKey("odd-ref-" + itoa(int64(i))),
 			Account: wallet.AccountFundingRevenue})
 		require.NoError(t, err)
 	}

@@ -209,7 +209,7 @@ func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned) error 
 			posts = append(posts, wallet.PostParams{PlayerID: m.playerID, Currency: wallet.Sparks, Amount: m.price,
 				Direction: wallet.Debit, Kind: wallet.KindFunding, Account: wallet.AccountFundingRevenue,
 				Reference:      fmt.Sprintf("marquee:%d:%s", p.res.MarqueeID, p.res.Day),
-				IdempotencyKey: FundingKey(p.res.MarqueeID, p.res.Day)})
+				IdempotencyKey: wallet.FundingKey(p.res.MarqueeID, p.res.Day)})
 		}
 	}
 	if len(posts) == 0 {

@@ -48,12 +48,6 @@ func (FundDayArgs) InsertOpts() river.InsertOpts {
 	}
 }
 
-// FundingKey is the wallet idempotency key of a Marquee's funding debit for
-// day: at most one debit per Marquee per service day, ever.
-func FundingKey(marqueeID int64, day string) string {
-	return fmt.Sprintf("marquee:%d:%s:funding", marqueeID, day)
-}
-
 // EnqueueFundDayTx enqueues the fund_day job of marqueeID for the service
 // day containing now, in the caller's transaction. A job already queued for
 // that day is not duplicated (UniqueSkippedAsDuplicate in the result).

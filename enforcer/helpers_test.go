@@ -133,7 +133,7 @@ func (e *env) credit(player, sparks int64) {
 	key := fmt.Sprintf("test-credit:%d:%d", player, creditN)
 	creditSeq.Unlock()
 	_, err := e.wallet.Credit(e.ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Sparks, Amount: sparks,
-		Kind: wallet.KindAdjustment, IdempotencyKey: key, Account: wallet.AccountAdjustments})
+		Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(key), Account: wallet.AccountAdjustments})
 	require.NoError(e.t, err)
 }
 

@@ -97,7 +97,7 @@ var auditBreaks = map[string]func(b *auditBase){
 		require.NoError(b.t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = wallet.New(b.pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: b.player,
-			Mana: 999, Key: fmt.Sprintf("payment:%d:99:rogue", b.payment.ID), Reference: "rogue"})
+			Mana: 999, Key: wallet.ReversalKey(b.payment.ID, 99, "rogue"), Reference: "rogue"})
 		require.NoError(b.t, err)
 		require.NoError(b.t, tx.Commit(ctx))
 	},

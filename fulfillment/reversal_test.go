@@ -74,10 +74,10 @@ func TestShortfallBecomesDebtSettledByNextPurchase(t *testing.T) {
 	ws := wallet.New(e.pool, wallet.Options{})
 	e.buy("pi_a")
 	require.Equal(t, "completed", waitJobs(t, e.pool, 1)[0].State)
-	_, err := ws.Convert(ctx, wallet.ConvertParams{PlayerID: e.player, Mana: 600, IdempotencyKey: "conv"})
+	_, err := ws.Convert(ctx, wallet.ConvertParams{PlayerID: e.player, Mana: 600, IdempotencyKey: wallet.CallerKey("conv")})
 	require.NoError(t, err)
 	_, err = ws.Debit(ctx, wallet.PostParams{PlayerID: e.player, Currency: wallet.Sparks, Amount: 500,
-		Kind: wallet.KindFunding, IdempotencyKey: "marquee:1:2026-11-30:funding"})
+		Kind: wallet.KindFunding, IdempotencyKey: wallet.FundingKey(1, "2026-11-30")})
 	require.NoError(t, err)
 
 	j := e.reverse("evt_refund", "pi_a", "charge:ch_a", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")

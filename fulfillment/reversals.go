@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -262,7 +260,7 @@ func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64
 	if delta == 0 {
 		return nil
 	}
-	key := "payment:" + strconv.FormatInt(p.ID, 10) + ":" + strconv.FormatInt(p.steps+1, 10) + ":" + truncateKey(reversalID)
+	key := wallet.ReversalKey(p.ID, p.steps+1, reversalID)
 	ref := fmt.Sprintf("%s %s %s of payment %s", p.Provider, kind, reversalID, p.PaymentID)
 	var err error
 	if delta > 0 {
@@ -270,7 +268,7 @@ func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64
 		clawbacks.WithLabelValues(p.Provider, kind).Inc()
 	} else {
 		_, _, err = r.wallet.CreditSettlingTx(ctx, tx, wallet.PostParams{PlayerID: p.PlayerID, Currency: wallet.Mana,
-			Amount: -delta, Kind: wallet.KindClawbackReversal, Reference: ref, IdempotencyKey: key + ":back",
+			Amount: -delta, Kind: wallet.KindClawbackReversal, Reference: ref, IdempotencyKey: key.GivenBack(),
 			Account: wallet.AccountManaIssued})
 	}
 	if err != nil {
@@ -283,14 +281,6 @@ func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64
 	}
 	p.ClawedBackMana, p.steps = target, p.steps+1
 	return nil
-}
-
-// truncateKey keeps derived keys within the wallet's 255 bytes.
-func truncateKey(s string) string {
-	if len(s) > 160 {
-		return strings.ToValidUTF8(s[:160], "")
-	}
-	return s
 }
 
 func updateOrderMoney(ctx context.Context, tx pgx.Tx, o *Order, l lostMoney, clawed int64, now time.Time) error {

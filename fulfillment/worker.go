@@ -146,7 +146,7 @@ func NewWorker(opts WorkerOptions) *Worker {
 // FulfilmentKey is the wallet idempotency key of an order's Mana credit:
 // whatever happens around it, one order mints at most once.
 func FulfilmentKey(orderID int64) string {
-	return "order:" + strconv.FormatInt(orderID, 10) + ":fulfilment"
+	return wallet.FulfilmentKey(orderID).String()
 }
 
 // Work fulfils one order in one transaction: lock, check, credit, mark,
@@ -321,7 +321,7 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 		Amount:         o.Mana,
 		Kind:           wallet.KindPurchase,
 		Reference:      "order:" + strconv.FormatInt(o.ID, 10),
-		IdempotencyKey: FulfilmentKey(o.ID),
+		IdempotencyKey: wallet.FulfilmentKey(o.ID),
 		Account:        wallet.AccountManaIssued,
 	})
 	if errors.Is(err, wallet.ErrIdempotencyKeyReused) {

@@ -36,6 +36,13 @@ type Result struct {
 
 // Migrate applies River's migrations and then ours, under one advisory lock.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*Result, error) {
+	return MigrateTo(ctx, pool, logger, 0)
+}
+
+// MigrateTo is Migrate stopping after our migration version (0: all of
+// them), for tests that check a migration against the rows the code before
+// it wrote.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, version int64) (*Result, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -66,6 +73,16 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*Res
 		res.RiverVersions = append(res.RiverVersions, v.Version)
 	}
 
+	if res.AppVersions, err = migrateApp(ctx, pool, version); err != nil {
+		return nil, err
+	}
+	logger.InfoContext(ctx, "migrated", "river_applied", len(res.RiverVersions), "app_applied", len(res.AppVersions))
+	return res, nil
+}
+
+// migrateApp applies our migrations up to version (0: all) and returns
+// the versions it applied.
+func migrateApp(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64, error) {
 	sub, err := fs.Sub(files, "sql")
 	if err != nil {
 		return nil, err
@@ -76,15 +93,20 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*Res
 	if err != nil {
 		return nil, fmt.Errorf("migrate: goose: %w", err)
 	}
-	results, err := provider.Up(ctx)
+	var results []*goose.MigrationResult
+	if version > 0 {
+		results, err = provider.UpTo(ctx, version)
+	} else {
+		results, err = provider.Up(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("migrate: app: %w", err)
 	}
+	var applied []int64
 	for _, r := range results {
-		res.AppVersions = append(res.AppVersions, r.Source.Version)
+		applied = append(applied, r.Source.Version)
 	}
-	logger.InfoContext(ctx, "migrated", "river_applied", len(res.RiverVersions), "app_applied", len(res.AppVersions))
-	return res, nil
+	return applied, nil
 }
 
 // lockPoll bounds the wait between two tries of the migration lock.

@@ -14,7 +14,7 @@ type AdjustParams struct {
 	Currency Currency
 	Amount   int64 // signed: positive credits, negative debits
 	Reason   string
-	Key      string // the operator's idempotency key
+	Key      string // the operator's idempotency key, stored as OperatorKey(OperatorAdjust, Key)
 }
 
 // Adjust credits or debits a wallet by hand through the one post (a debit
@@ -23,6 +23,10 @@ type AdjustParams struct {
 // ledger shows why. A Mana credit settles an open debt first, like any
 // later Mana credit.
 func (s *Store) Adjust(ctx context.Context, p AdjustParams) (*Transaction, error) {
+	key := OperatorKey(OperatorAdjust, p.Key)
+	if err := key.check(); err != nil {
+		return nil, fmt.Errorf("wallet: adjust: %w", err)
+	}
 	if strings.TrimSpace(p.Reason) == "" {
 		return nil, fmt.Errorf("%w: an adjustment needs a reason", ErrInvalidPost)
 	}
@@ -30,13 +34,10 @@ func (s *Store) Adjust(ctx context.Context, p AdjustParams) (*Transaction, error
 		return nil, ErrInvalidAmount
 	}
 	pp := PostParams{PlayerID: p.PlayerID, Currency: p.Currency, Amount: p.Amount, Direction: Credit,
-		Kind: KindAdjustment, Reference: "adjust: " + p.Reason, IdempotencyKey: p.Key, Account: AccountAdjustments}
+		Kind: KindAdjustment, Reference: "adjust: " + p.Reason, IdempotencyKey: key, Account: AccountAdjustments}
 	if p.Amount < 0 {
 		pp.Amount, pp.Direction = -p.Amount, Debit
 		return s.Post(ctx, pp)
-	}
-	if !validKey(p.Key) || len(p.Key) > MaxKeyLength-len(":settle") {
-		return nil, ErrInvalidKey
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {

@@ -59,8 +59,9 @@ type PostParams struct {
 	Kind      Kind
 	// Reference names what the post is for, e.g. "order:42"; free text.
 	Reference string
-	// IdempotencyKey is required: one wallet transaction per key, ever.
-	IdempotencyKey string
+	// IdempotencyKey is required: one wallet transaction per key, ever
+	// (see Key for how to build one).
+	IdempotencyKey Key
 	// Account is the system account on the other side of the ledger;
 	// empty means the default for Kind.
 	Account string
@@ -87,7 +88,7 @@ type Transaction struct {
 type ConvertParams struct {
 	PlayerID       int64
 	Mana           int64 // Mana to debit; Sparks credited = Mana * SparksPerMana
-	IdempotencyKey string
+	IdempotencyKey Key   // each leg's key is derived from it
 }
 
 // Conversion is the two legs of a conversion.
@@ -103,7 +104,8 @@ type ListParams struct {
 	BeforeID int64 // only transactions with a smaller id; 0 for the first page
 }
 
-// Errors. Compare with errors.Is; a reused key is also an *KeyReusedError.
+// Errors. Compare with errors.Is; a reused key is also an *KeyReusedError,
+// a key in a reserved namespace a *ReservedKeyError (keys.go).
 var (
 	ErrInsufficientBalance  = errors.New("wallet: insufficient balance")
 	ErrIdempotencyKeyReused = errors.New("wallet: idempotency key reused with different parameters")

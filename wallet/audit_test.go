@@ -24,11 +24,11 @@ func seedLedger(t *testing.T, pool *pgxpool.Pool) (walletID int64) {
 	p1, p2 := newPlayer(t, pool), newPlayer(t, pool)
 	fund(t, s, p1, wallet.Mana, 100)
 	fund(t, s, p2, wallet.Sparks, 50)
-	_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p1, Mana: 30, IdempotencyKey: "c"})
+	_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p1, Mana: 30, IdempotencyKey: wallet.CallerKey("c")})
 	require.NoError(t, err)
 	for i, amount := range []int64{5, 7, 9} {
 		_, err := s.Debit(ctx, wallet.PostParams{PlayerID: p1, Currency: wallet.Sparks, Amount: amount,
-			Kind: wallet.KindFunding, IdempotencyKey: "f" + string(rune('0'+i))})
+			Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey("f" + string(rune('0'+i)))})
 		require.NoError(t, err)
 	}
 	report, err := wallet.Audit(ctx, pool, wallet.AuditOptions{})

@@ -100,7 +100,7 @@ func (w twins) batch(rng *rand.Rand, prefix string) []wallet.PostParams {
 	for i := range ps {
 		ps[i] = wallet.PostParams{PlayerID: w.players[rng.IntN(len(w.players))], Currency: wallet.Sparks,
 			Amount: 1 + rng.Int64N(60), Direction: wallet.Debit, Kind: wallet.KindFunding,
-			IdempotencyKey: fmt.Sprintf("%s:%d", prefix, i)}
+			IdempotencyKey: wallet.CallerKey(fmt.Sprintf("%s:%d", prefix, i))}
 	}
 	ps[n-1] = ps[rng.IntN(n-1)] // a key given twice in the batch
 	return ps
@@ -111,7 +111,7 @@ func (w twins) translate(ps []wallet.PostParams, o twins) []wallet.PostParams {
 	out := make([]wallet.PostParams, len(ps))
 	for i, p := range ps {
 		k := slices.Index(w.players, p.PlayerID)
-		p.PlayerID, p.IdempotencyKey = o.players[k], "one:"+p.IdempotencyKey
+		p.PlayerID, p.IdempotencyKey = o.players[k], wallet.CallerKey("one:"+p.IdempotencyKey.String())
 		out[i] = p
 	}
 	return out
@@ -180,7 +180,7 @@ func TestDebitSetIsTwoRoundTrips(t *testing.T) {
 			p = other
 		}
 		ps = append(ps, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 10, Direction: wallet.Debit,
-			Kind: wallet.KindFunding, IdempotencyKey: fmt.Sprintf("trips:%d", i)})
+			Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("trips:%d", i))})
 	}
 	tx, err := traced.Begin(ctx)
 	require.NoError(t, err)
@@ -219,7 +219,7 @@ func TestDebitSetRace(t *testing.T) {
 		fund(t, s, p, wallet.Sparks, funded)
 		for k := range perPlayer {
 			ps = append(ps, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 5 + int64(k%3), Direction: wallet.Debit,
-				Kind: wallet.KindFunding, IdempotencyKey: fmt.Sprintf("setrace:%d:%d", p, k)})
+				Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("setrace:%d:%d", p, k))})
 		}
 	}
 	got := make([]map[string]int64, batches)
@@ -231,7 +231,7 @@ func TestDebitSetRace(t *testing.T) {
 			out, errs, err := s.PostManyTx(ctx, tx, mine)
 			for j := range mine {
 				if errs[j] == nil {
-					got[i][mine[j].IdempotencyKey] = out[j].ID
+					got[i][mine[j].IdempotencyKey.String()] = out[j].ID
 				} else {
 					require.ErrorIs(t, errs[j], wallet.ErrInsufficientBalance, "batch %d post %d", i, j)
 				}
@@ -284,7 +284,7 @@ func TestDebitSetConcurrentBatchesOneWallet(t *testing.T) {
 		var ps []wallet.PostParams
 		for k := range perBatch {
 			ps = append(ps, wallet.PostParams{PlayerID: owners[k%2], Currency: wallet.Sparks, Amount: 10, Direction: wallet.Debit,
-				Kind: wallet.KindFunding, IdempotencyKey: fmt.Sprintf("onewallet:%d:%d", i, k)})
+				Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("onewallet:%d:%d", i, k))})
 		}
 		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			_, errs, err := s.PostManyTx(ctx, tx, ps)

@@ -25,13 +25,13 @@ func TestPostManyTxAnswersEachPostLikePostTx(t *testing.T) {
 	fund(t, s, rich, wallet.Sparks, 1000)
 	fund(t, s, poor, wallet.Sparks, 10)
 	stored, err := s.Debit(ctx, wallet.PostParams{PlayerID: rich, Currency: wallet.Sparks, Amount: 100,
-		Kind: wallet.KindFunding, IdempotencyKey: "stored"})
+		Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey("stored")})
 	require.NoError(t, err)
 	fund(t, s, fresh, wallet.Mana, math.MaxInt64-5)
 
 	debit := func(p, amount int64, key string) wallet.PostParams {
 		return wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: amount, Direction: wallet.Debit,
-			Kind: wallet.KindFunding, IdempotencyKey: key}
+			Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(key)}
 	}
 	ps := []wallet.PostParams{
 		debit(rich, 100, "a"),      // 0 applied
@@ -40,10 +40,10 @@ func TestPostManyTxAnswersEachPostLikePostTx(t *testing.T) {
 		debit(rich, 999, "stored"), // 3 the stored key with another amount
 		debit(rich, -5, "c"),       // 4 invalid amount
 		{PlayerID: fresh, Currency: wallet.Sparks, Amount: 7, Direction: wallet.Credit, // 5 creates a wallet
-			Kind: wallet.KindAdjustment, IdempotencyKey: "d"},
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("d")},
 		debit(rich, 100, "a"), // 6 the batch's own key again: a replay of 0
 		{PlayerID: fresh, Currency: wallet.Mana, Amount: 10, Direction: wallet.Credit, // 7 overflow
-			Kind: wallet.KindAdjustment, IdempotencyKey: "e"},
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("e")},
 		debit(poor, 10, "f"),   // 8 applied after the failures
 		debit(999_999, 1, "g"), // 9 no such player: refused
 	}
@@ -102,7 +102,7 @@ func TestPostManyTxRace(t *testing.T) {
 				dir = wallet.Credit
 			}
 			ps = append(ps, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 10, Direction: dir,
-				Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("race:%d:%d", p, k)})
+				Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("race:%d:%d", p, k))})
 		}
 	}
 	type answer struct {
@@ -119,7 +119,7 @@ func TestPostManyTxRace(t *testing.T) {
 			out, errs, err := s.PostManyTx(ctx, tx, mine)
 			for j := range mine {
 				if errs[j] == nil {
-					a.ids[mine[j].IdempotencyKey] = out[j].ID
+					a.ids[mine[j].IdempotencyKey.String()] = out[j].ID
 				}
 			}
 			a.errs = errs

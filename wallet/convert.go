@@ -12,12 +12,6 @@ import (
 	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
-// Suffixes of the two child keys a conversion derives from its parent key.
-const (
-	ManaDebitSuffix    = ":mana_debit"
-	SparksCreditSuffix = ":sparks_credit"
-)
-
 // Convert moves Mana to Sparks, both legs in one transaction. There is no
 // reverse: Sparks never turn back into Mana.
 func (s *Store) Convert(ctx context.Context, p ConvertParams) (*Conversion, error) {
@@ -37,7 +31,10 @@ func (s *Store) ConvertTx(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Con
 
 // legs validates p and derives the two legs.
 func (s *Store) legs(p ConvertParams) (debit, credit leg, err error) {
-	if !validKey(p.IdempotencyKey) || len(p.IdempotencyKey)+len(SparksCreditSuffix) > MaxKeyLength {
+	if err := p.IdempotencyKey.check(); err != nil {
+		return leg{}, leg{}, err
+	}
+	if len(p.IdempotencyKey.String())+len(SparksCreditSuffix) > MaxKeyLength {
 		return leg{}, leg{}, ErrInvalidKey
 	}
 	if p.Mana <= 0 {
@@ -46,10 +43,10 @@ func (s *Store) legs(p ConvertParams) (debit, credit leg, err error) {
 	if p.Mana > math.MaxInt64/s.sparksPerMana {
 		return leg{}, leg{}, fmt.Errorf("%w: %d Mana at %d Sparks each", ErrOverflow, p.Mana, s.sparksPerMana)
 	}
-	base := PostParams{PlayerID: p.PlayerID, Kind: KindConversion, Reference: "conversion:" + p.IdempotencyKey}
+	base := PostParams{PlayerID: p.PlayerID, Kind: KindConversion, Reference: "conversion:" + p.IdempotencyKey.String()}
 	d, c := base, base
-	d.Currency, d.Direction, d.Amount, d.IdempotencyKey = Mana, Debit, p.Mana, p.IdempotencyKey+ManaDebitSuffix
-	c.Currency, c.Direction, c.Amount, c.IdempotencyKey = Sparks, Credit, p.Mana*s.sparksPerMana, p.IdempotencyKey+SparksCreditSuffix
+	d.Currency, d.Direction, d.Amount, d.IdempotencyKey = Mana, Debit, p.Mana, p.IdempotencyKey.leg(ManaDebitSuffix)
+	c.Currency, c.Direction, c.Amount, c.IdempotencyKey = Sparks, Credit, p.Mana*s.sparksPerMana, p.IdempotencyKey.leg(SparksCreditSuffix)
 	if debit, err = newLeg(d); err != nil {
 		return leg{}, leg{}, err
 	}

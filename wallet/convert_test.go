@@ -25,7 +25,7 @@ func TestConvert(t *testing.T) {
 	p := newPlayer(t, pool)
 	fund(t, s, p, wallet.Mana, 100)
 
-	c, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 40, IdempotencyKey: "conv:1"})
+	c, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 40, IdempotencyKey: wallet.CallerKey("conv:1")})
 	require.NoError(t, err)
 	require.False(t, c.Replayed)
 	require.Equal(t, int64(-40), c.ManaDebit.Amount)
@@ -35,29 +35,31 @@ func TestConvert(t *testing.T) {
 	require.Equal(t, int64(120), c.SparksCredit.BalanceAfter)
 	require.Equal(t, "conv:1"+wallet.SparksCreditSuffix, c.SparksCredit.IdempotencyKey)
 
-	again, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 40, IdempotencyKey: "conv:1"})
+	again, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 40, IdempotencyKey: wallet.CallerKey("conv:1")})
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, c.ManaDebit.ID, again.ManaDebit.ID)
 	require.Equal(t, c.SparksCredit.ID, again.SparksCredit.ID)
 
-	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 41, IdempotencyKey: "conv:1"})
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 41, IdempotencyKey: wallet.CallerKey("conv:1")})
 	var kr *wallet.KeyReusedError
 	require.True(t, errors.As(err, &kr), "got %v", err)
 	require.Equal(t, "amount", kr.Field)
 
-	// A plain post that took a leg's key is a reuse of the parent key.
+	// A plain post may not take a leg's key; one that did (before keys
+	// were reserved) is a reuse of the parent key.
 	_, err = s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment,
-		IdempotencyKey: "conv:2" + wallet.SparksCreditSuffix})
-	require.NoError(t, err)
-	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: "conv:2"})
+		IdempotencyKey: wallet.CallerKey("conv:2" + wallet.SparksCreditSuffix)})
+	require.ErrorIs(t, err, wallet.ErrReservedKey)
+	takeKey(t, s, pool, p, wallet.Sparks, wallet.Credit, "conv:2"+wallet.SparksCreditSuffix)
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: wallet.CallerKey("conv:2")})
 	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
 
 	// Inside a caller's transaction.
 	tx := testdb.Begin(t, pool)
-	inTx, err := s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: "conv:3"})
+	inTx, err := s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: wallet.CallerKey("conv:3")})
 	require.NoError(t, err)
-	_, err = s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 1000, IdempotencyKey: "conv:4"})
+	_, err = s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 1000, IdempotencyKey: wallet.CallerKey("conv:4")})
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
 	require.NoError(t, tx.Commit(ctx))
 	require.False(t, inTx.Replayed)
@@ -65,9 +67,9 @@ func TestConvert(t *testing.T) {
 	require.Equal(t, int64(50), balance(t, pool, p, wallet.Mana))
 	require.Equal(t, int64(151), balance(t, pool, p, wallet.Sparks))
 
-	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 0, IdempotencyKey: "conv:5"})
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 0, IdempotencyKey: wallet.CallerKey("conv:5")})
 	require.ErrorIs(t, err, wallet.ErrInvalidAmount)
-	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: math.MaxInt64/3 + 1, IdempotencyKey: "conv:6"})
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: math.MaxInt64/3 + 1, IdempotencyKey: wallet.CallerKey("conv:6")})
 	require.ErrorIs(t, err, wallet.ErrOverflow)
 }
 
@@ -80,7 +82,7 @@ func TestConvertLargerThanBalanceChangesNothing(t *testing.T) {
 	fund(t, s, p, wallet.Mana, 10)
 	fund(t, s, p, wallet.Sparks, 5)
 	before := count(t, pool, `SELECT count(*) FROM ledger_entries`)
-	_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 11, IdempotencyKey: "big"})
+	_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 11, IdempotencyKey: wallet.CallerKey("big")})
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
 	require.Equal(t, int64(10), balance(t, pool, p, wallet.Mana))
 	require.Equal(t, int64(5), balance(t, pool, p, wallet.Sparks))
@@ -89,11 +91,11 @@ func TestConvertLargerThanBalanceChangesNothing(t *testing.T) {
 
 	// A failing Sparks leg rolls the Mana leg back: overflow the Sparks wallet.
 	fund(t, s, p, wallet.Sparks, math.MaxInt64-5)
-	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: "overflow"})
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: wallet.CallerKey("overflow")})
 	require.ErrorIs(t, err, wallet.ErrOverflow)
 	require.Equal(t, int64(10), balance(t, pool, p, wallet.Mana))
 	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'conversion'`))
-	_, err = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: math.MaxInt64, Kind: wallet.KindAdjustment, IdempotencyKey: "drain"})
+	_, err = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: math.MaxInt64, Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("drain")})
 	require.NoError(t, err)
 }
 
@@ -107,7 +109,7 @@ func TestConvertSameKeyRace(t *testing.T) {
 	fund(t, s, p, wallet.Mana, 30) // room for exactly one conversion of 20
 	results, errs := make([]*wallet.Conversion, n), make([]error, n)
 	race(n, func(i int) {
-		results[i], errs[i] = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 20, IdempotencyKey: "conv:race"})
+		results[i], errs[i] = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 20, IdempotencyKey: wallet.CallerKey("conv:race")})
 	})
 	replays := 0
 	for i, err := range errs {
@@ -149,16 +151,16 @@ func TestMixedOperationsNeverDeadlock(t *testing.T) {
 				var err error
 				switch rng.IntN(4) {
 				case 0:
-					_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1 + rng.Int64N(5), IdempotencyKey: key})
+					_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1 + rng.Int64N(5), IdempotencyKey: wallet.CallerKey(key)})
 				case 1:
 					_, err = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1 + rng.Int64N(8),
-						Kind: wallet.KindFunding, IdempotencyKey: key})
+						Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(key)})
 				case 2:
 					err = debitInTx(ctx, s, pool, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1 + rng.Int64N(8),
-						Kind: wallet.KindFunding, IdempotencyKey: key})
+						Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(key)})
 				case 3:
 					_, err = s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1 + rng.Int64N(6),
-						Kind: wallet.KindPurchase, IdempotencyKey: key})
+						Kind: wallet.KindPurchase, IdempotencyKey: wallet.CallerKey(key)})
 				}
 				outcome := "ok"
 				if errors.Is(err, wallet.ErrInsufficientBalance) {

@@ -65,7 +65,7 @@ func (e *OutstandingDebtError) Is(target error) bool { return target == ErrOutst
 type ClawbackParams struct {
 	PlayerID  int64
 	Mana      int64
-	Key       string // each leg's key is derived from it
+	Key       Key // each leg's key is derived from it
 	Reference string
 }
 
@@ -156,6 +156,9 @@ func lockBalances(ctx context.Context, tx pgx.Tx, playerID int64) (mana, sparks 
 // happen once (its own row lock and record); the derived keys make a
 // replayed step post nothing twice.
 func (s *Store) ClawbackTx(ctx context.Context, tx pgx.Tx, p ClawbackParams) (*Clawback, error) {
+	if err := p.Key.check(); err != nil {
+		return nil, err
+	}
 	if p.Mana <= 0 {
 		return nil, ErrInvalidAmount
 	}
@@ -186,7 +189,7 @@ func split(want, mana, sparks, rate int64) Clawback {
 func (s *Store) takeBack(ctx context.Context, tx pgx.Tx, p ClawbackParams, c Clawback) error {
 	if c.Debt > 0 {
 		if _, err := s.CreditTx(ctx, tx, PostParams{PlayerID: p.PlayerID, Currency: Mana, Amount: c.Debt,
-			Kind: KindDebt, Reference: p.Reference, IdempotencyKey: p.Key + ":debt", Account: AccountReceivable}); err != nil {
+			Kind: KindDebt, Reference: p.Reference, IdempotencyKey: p.Key.leg(debtSuffix), Account: AccountReceivable}); err != nil {
 			return err
 		}
 		if err := addDebt(ctx, tx, p.PlayerID, c.Debt); err != nil {
@@ -195,13 +198,13 @@ func (s *Store) takeBack(ctx context.Context, tx pgx.Tx, p ClawbackParams, c Cla
 	}
 	if n := c.Mana + c.Debt; n > 0 {
 		if _, err := s.DebitTx(ctx, tx, PostParams{PlayerID: p.PlayerID, Currency: Mana, Amount: n,
-			Kind: KindClawback, Reference: p.Reference, IdempotencyKey: p.Key + ":mana", Account: AccountManaIssued}); err != nil {
+			Kind: KindClawback, Reference: p.Reference, IdempotencyKey: p.Key.leg(clawManaSuffix), Account: AccountManaIssued}); err != nil {
 			return err
 		}
 	}
 	if c.Sparks > 0 {
 		if _, err := s.DebitTx(ctx, tx, PostParams{PlayerID: p.PlayerID, Currency: Sparks, Amount: c.Sparks,
-			Kind: KindClawback, Reference: p.Reference, IdempotencyKey: p.Key + ":sparks", Account: AccountClawbacks}); err != nil {
+			Kind: KindClawback, Reference: p.Reference, IdempotencyKey: p.Key.leg(clawSparksSuffix), Account: AccountClawbacks}); err != nil {
 			return err
 		}
 	}
@@ -226,7 +229,7 @@ func (s *Store) CreditSettlingTx(ctx context.Context, tx pgx.Tx, p PostParams) (
 	}
 	n := min(owed, t.BalanceAfter)
 	if _, err := s.DebitTx(ctx, tx, PostParams{PlayerID: p.PlayerID, Currency: Mana, Amount: n,
-		Kind: KindDebtSettlement, Reference: p.Reference, IdempotencyKey: p.IdempotencyKey + ":settle",
+		Kind: KindDebtSettlement, Reference: p.Reference, IdempotencyKey: p.IdempotencyKey.leg(settleSuffix),
 		Account: AccountReceivable}); err != nil {
 		return nil, 0, err
 	}
@@ -240,34 +243,36 @@ type Forgiveness struct {
 	Replayed bool
 }
 
-// ForgiveDebt writes the player's whole debt off under the operator's key:
-// a Mana credit from bad_debt then a debit to receivable, the wallet
-// unchanged. The key is spent whatever the outcome (0 Mana when nothing was
-// owed): the same key again answers the first result and moves nothing.
+// ForgiveDebt writes the player's whole debt off under the operator's key
+// (stored as OperatorKey(OperatorForgive, key)): a Mana credit from
+// bad_debt then a debit to receivable, the wallet unchanged. The key is
+// spent whatever the outcome (0 Mana when nothing was owed): the same key
+// again answers the first result and moves nothing.
 func (s *Store) ForgiveDebt(ctx context.Context, playerID int64, key, reason string) (*Forgiveness, error) {
-	if !validKey(key) || len(key) > MaxKeyLength-len(":write_off") {
-		return nil, ErrInvalidKey
+	k := OperatorKey(OperatorForgive, key)
+	if err := k.check(); err != nil {
+		return nil, fmt.Errorf("wallet: forgive: %w", err)
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	f, err := s.forgive(ctx, tx, playerID, key, reason)
+	f, err := s.forgive(ctx, tx, playerID, k, reason)
 	if err != nil {
 		return nil, err
 	}
 	return f, durable.Commit(ctx, tx)
 }
 
-func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key, reason string) (*Forgiveness, error) {
+func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key Key, reason string) (*Forgiveness, error) {
 	owed, err := LockDebtTx(ctx, tx, playerID)
 	if err != nil {
 		return nil, err
 	}
-	if done, err := forgiven(ctx, tx, key); err != nil || done != nil {
+	if done, err := forgiven(ctx, tx, key.String()); err != nil || done != nil {
 		if done != nil && done.PlayerID != playerID {
-			return nil, &KeyReusedError{Key: key, Field: "player"}
+			return nil, &KeyReusedError{Key: key.String(), Field: "player"}
 		}
 		return done, err
 	}
@@ -276,19 +281,19 @@ func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key, rea
 			return nil, err
 		}
 	}
-	return &Forgiveness{PlayerID: playerID, Mana: owed}, recordForgiveness(ctx, tx, playerID, owed, key, reason)
+	return &Forgiveness{PlayerID: playerID, Mana: owed}, recordForgiveness(ctx, tx, playerID, owed, key.String(), reason)
 }
 
 // writeOff moves owed Mana from bad_debt to receivable through the wallet
 // and clears it from the debts row.
-func (s *Store) writeOff(ctx context.Context, tx pgx.Tx, playerID, owed int64, key, reason string) error {
+func (s *Store) writeOff(ctx context.Context, tx pgx.Tx, playerID, owed int64, key Key, reason string) error {
 	ref := "forgiven: " + reason
 	if _, err := s.CreditTx(ctx, tx, PostParams{PlayerID: playerID, Currency: Mana, Amount: owed,
-		Kind: KindDebtWriteOff, Reference: ref, IdempotencyKey: key + ":write_off", Account: AccountBadDebt}); err != nil {
+		Kind: KindDebtWriteOff, Reference: ref, IdempotencyKey: key.leg(writeOffSuffix), Account: AccountBadDebt}); err != nil {
 		return err
 	}
 	if _, err := s.DebitTx(ctx, tx, PostParams{PlayerID: playerID, Currency: Mana, Amount: owed,
-		Kind: KindDebtWriteOff, Reference: ref, IdempotencyKey: key + ":receivable", Account: AccountReceivable}); err != nil {
+		Kind: KindDebtWriteOff, Reference: ref, IdempotencyKey: key.leg(receivableSuffix), Account: AccountReceivable}); err != nil {
 		return err
 	}
 	return addDebt(ctx, tx, playerID, -owed)

@@ -37,7 +37,7 @@ func clawback(t *testing.T, s *wallet.Store, pool *pgxpool.Pool, player, mana in
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	c, err := s.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: mana, Key: key, Reference: "test"})
+	c, err := s.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: mana, Key: wallet.CallerKey(key), Reference: "test"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	return c
@@ -209,6 +209,8 @@ func TestAdjustRacingOnOneKey(t *testing.T) {
 	}
 	require.Equal(t, int64(100), balance(t, pool, player, wallet.Sparks))
 	require.Equal(t, "adjust: support ticket 7", txs[0].Reference)
+	require.Equal(t, "operator:adjust:adj-7", txs[0].IdempotencyKey, "stored in the operators' namespace")
+	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE player_id = $1`, player))
 
 	_, err := s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: wallet.Sparks, Amount: -101, Reason: "x", Key: "adj-8"})
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
@@ -246,4 +248,36 @@ func TestDebtCollector(t *testing.T) {
 		got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
 	}
 	require.Equal(t, map[string]float64{"billing_outstanding_debt_mana": 42, "billing_debtors": 2}, got)
+}
+
+// Twenty operators credit the same Mana with one key while the player
+// owes: one credit, one settlement of the debt, nineteen replays; the
+// full audit is clean.
+func TestAdjustManaRacingOnOneKeySettlesOnce(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	ctx := context.Background()
+	pool := newPool(t, n+2)
+	s := wallet.New(pool, wallet.Options{})
+	player := newPlayer(t, pool)
+	clawback(t, s, pool, player, 30, "cb")
+	txs, errs := make([]*wallet.Transaction, n), make([]error, n)
+	race(n, func(i int) {
+		txs[i], errs[i] = s.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: wallet.Mana, Amount: 50,
+			Reason: "goodwill", Key: "adj-race"})
+	})
+	replays := 0
+	for i := range txs {
+		require.NoError(t, errs[i])
+		require.Equal(t, txs[0].ID, txs[i].ID)
+		if txs[i].Replayed {
+			replays++
+		}
+	}
+	require.Equal(t, n-1, replays)
+	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = 'operator:adjust:adj-race'`))
+	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = 'operator:adjust:adj-race:settle'`))
+	require.Equal(t, int64(20), balance(t, pool, player, wallet.Mana))
+	require.Zero(t, debtOf(t, pool, player))
+	audittest.RequireClean(t, pool, audit.Options{})
 }

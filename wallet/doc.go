@@ -26,6 +26,15 @@
 //     as a replay. This is the success path of a concurrent retry, not an
 //     error.
 //
+// # Keys
+//
+// Every post's key is a Key built in keys.go, which owns the grammar: the
+// keys the system derives (order:<id>:fulfilment, marquee:<id>:<day>:funding,
+// payment:..., api:..., and the legs derived from a key) and the
+// namespaces of operators' keys (operator:<purpose>:<key>). A key a caller
+// or operator chooses that spells a reserved namespace is refused
+// (ErrReservedKey), so none can take a key the system will need.
+//
 // # Refused debits are not recorded
 //
 // A debit refused for insufficient balance (ErrInsufficientBalance) records

@@ -96,7 +96,21 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 func fund(t *testing.T, s *wallet.Store, player int64, c wallet.Currency, amount int64) {
 	t.Helper()
 	_, err := s.Credit(context.Background(), wallet.PostParams{PlayerID: player, Currency: c, Amount: amount,
-		Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("fund:%d:%s:%d", player, c, fundSeq.Add(1))})
+		Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("fund:%d:%s:%d", player, c, fundSeq.Add(1)))})
+	require.NoError(t, err)
+}
+
+// takeKey posts 1 of c in direction d to player under key as a plain
+// adjustment, as a post could before the wallet reserved leg keys: it posts
+// under a fresh key, then its row is renamed to key.
+func takeKey(t *testing.T, s *wallet.Store, pool *pgxpool.Pool, player int64, c wallet.Currency, d wallet.Direction, key string) {
+	t.Helper()
+	ctx := context.Background()
+	seed := fmt.Sprintf("take:%d", fundSeq.Add(1))
+	_, err := s.Post(ctx, wallet.PostParams{PlayerID: player, Currency: c, Amount: 1, Direction: d,
+		Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(seed)})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE wallet_transactions SET idempotency_key = $2 WHERE idempotency_key = $1`, seed, key)
 	require.NoError(t, err)
 }
 

@@ -50,7 +50,7 @@ func TestPostMetrics(t *testing.T) {
 	s := wallet.New(pool, wallet.Options{})
 	p := newPlayer(t, pool)
 	before := postCounts(t)
-	post := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 3, Kind: wallet.KindFunding, IdempotencyKey: "m"}
+	post := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 3, Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey("m")}
 	_, err := s.Debit(ctx, post)
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
 	fund(t, s, p, wallet.Sparks, 3)

@@ -103,18 +103,18 @@ func (m *model) step(ctx context.Context, s *wallet.Store, pool *pgxpool.Pool, r
 	switch op := rng.IntN(10); {
 	case op <= 1: // credit
 		p := wallet.PostParams{PlayerID: m.player(rng), Currency: currencies[rng.IntN(2)], Amount: 1 + rng.Int64N(50),
-			Direction: wallet.Credit, Kind: wallet.KindPurchase, IdempotencyKey: key}
+			Direction: wallet.Credit, Kind: wallet.KindPurchase, IdempotencyKey: wallet.CallerKey(key)}
 		return m.post(ctx, s, p, nil)
 	case op <= 3: // debit
 		p := wallet.PostParams{PlayerID: m.player(rng), Currency: currencies[rng.IntN(2)], Amount: 1 + rng.Int64N(60),
-			Direction: wallet.Debit, Kind: wallet.KindFunding, IdempotencyKey: key}
+			Direction: wallet.Debit, Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(key)}
 		return m.post(ctx, s, p, nil)
 	case op == 4: // a debit in a caller's transaction that may roll back
 		p := wallet.PostParams{PlayerID: m.player(rng), Currency: wallet.Sparks, Amount: 1 + rng.Int64N(40),
-			Direction: wallet.Debit, Kind: wallet.KindFunding, IdempotencyKey: key}
+			Direction: wallet.Debit, Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(key)}
 		return m.post(ctx, s, p, &txChoice{pool: pool, commit: rng.IntN(3) > 0})
 	case op == 5: // convert
-		return m.convert(ctx, s, wallet.ConvertParams{PlayerID: m.player(rng), Mana: 1 + rng.Int64N(20), IdempotencyKey: key}, rate)
+		return m.convert(ctx, s, wallet.ConvertParams{PlayerID: m.player(rng), Mana: 1 + rng.Int64N(20), IdempotencyKey: wallet.CallerKey(key)}, rate)
 	case op == 6 && len(m.posts) > 0: // replay a post
 		return m.post(ctx, s, m.posts[rng.IntN(len(m.posts))].params, nil)
 	case op == 7 && len(m.convs) > 0: // replay a conversion

@@ -43,9 +43,10 @@ func validCurrency(c Currency) bool { return c == Mana || c == Sparks }
 
 // newLeg validates p.
 func newLeg(p PostParams) (leg, error) {
+	if err := p.IdempotencyKey.check(); err != nil {
+		return leg{}, err
+	}
 	switch {
-	case !validKey(p.IdempotencyKey):
-		return leg{}, ErrInvalidKey
 	case !validCurrency(p.Currency):
 		return leg{}, fmt.Errorf("%w %q", ErrUnknownCurrency, p.Currency)
 	case p.Amount <= 0:
@@ -58,7 +59,7 @@ func newLeg(p PostParams) (leg, error) {
 		return leg{}, fmt.Errorf("%w: reference is not valid text", ErrInvalidPost)
 	}
 	l := leg{playerID: p.PlayerID, currency: p.Currency, kind: p.Kind, reference: p.Reference,
-		key: p.IdempotencyKey, account: p.Account, delta: p.Amount}
+		key: p.IdempotencyKey.String(), account: p.Account, delta: p.Amount}
 	switch p.Direction {
 	case Credit:
 	case Debit:

@@ -21,7 +21,7 @@ func TestPostCreditDebitAndReplay(t *testing.T) {
 	p := newPlayer(t, pool)
 
 	c, err := s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 100,
-		Kind: wallet.KindPurchase, Reference: "order:1", IdempotencyKey: "order:1:fulfilment"})
+		Kind: wallet.KindPurchase, Reference: "order:1", IdempotencyKey: wallet.FulfilmentKey(1)})
 	require.NoError(t, err)
 	require.False(t, c.Replayed)
 	require.Equal(t, int64(100), c.Amount)
@@ -31,14 +31,14 @@ func TestPostCreditDebitAndReplay(t *testing.T) {
 	require.NotZero(t, c.WalletID)
 
 	d, err := s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 30,
-		Kind: wallet.KindAdjustment, IdempotencyKey: "adj:1"})
+		Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("adj:1")})
 	require.NoError(t, err)
 	require.Equal(t, int64(-30), d.Amount)
 	require.Equal(t, int64(70), d.BalanceAfter)
 	require.Equal(t, c.WalletID, d.WalletID)
 
 	again, err := s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 100,
-		Kind: wallet.KindPurchase, Reference: "order:1", IdempotencyKey: "order:1:fulfilment"})
+		Kind: wallet.KindPurchase, Reference: "order:1", IdempotencyKey: wallet.FulfilmentKey(1)})
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, c.ID, again.ID)
@@ -69,14 +69,14 @@ func TestPostValidation(t *testing.T) {
 	s := wallet.New(pool, wallet.Options{})
 	p := newPlayer(t, pool)
 	ok := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Direction: wallet.Credit,
-		Kind: wallet.KindAdjustment, IdempotencyKey: "k"}
+		Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("k")}
 	cases := []struct {
 		name   string
 		mutate func(*wallet.PostParams)
 		want   error
 	}{
-		{"empty key", func(p *wallet.PostParams) { p.IdempotencyKey = "" }, wallet.ErrInvalidKey},
-		{"long key", func(p *wallet.PostParams) { p.IdempotencyKey = strings.Repeat("k", 256) }, wallet.ErrInvalidKey},
+		{"empty key", func(p *wallet.PostParams) { p.IdempotencyKey = wallet.CallerKey("") }, wallet.ErrInvalidKey},
+		{"long key", func(p *wallet.PostParams) { p.IdempotencyKey = wallet.CallerKey(strings.Repeat("k", 256)) }, wallet.ErrInvalidKey},
 		{"zero amount", func(p *wallet.PostParams) { p.Amount = 0 }, wallet.ErrInvalidAmount},
 		{"negative amount", func(p *wallet.PostParams) { p.Amount = -5 }, wallet.ErrInvalidAmount},
 		{"currency", func(p *wallet.PostParams) { p.Currency = "gold" }, wallet.ErrUnknownCurrency},
@@ -99,7 +99,7 @@ func TestPostValidation(t *testing.T) {
 	_, err := s.Post(ctx, custom)
 	require.NoError(t, err)
 	_, err = s.Post(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Direction: wallet.Debit,
-		Kind: wallet.KindAdjustment, IdempotencyKey: strings.Repeat("k", 255)})
+		Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(strings.Repeat("k", 255))})
 	require.NoError(t, err, "255 bytes is a valid key")
 }
 
@@ -110,7 +110,7 @@ func TestKeyReusedWithOtherParamsWritesNothing(t *testing.T) {
 	s := wallet.New(pool, wallet.Options{})
 	p, other := newPlayer(t, pool), newPlayer(t, pool)
 	orig := wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 100, Direction: wallet.Credit,
-		Kind: wallet.KindPurchase, IdempotencyKey: "order:7:fulfilment"}
+		Kind: wallet.KindPurchase, IdempotencyKey: wallet.FulfilmentKey(7)}
 	_, err := s.Post(ctx, orig)
 	require.NoError(t, err)
 
@@ -129,7 +129,7 @@ func TestKeyReusedWithOtherParamsWritesNothing(t *testing.T) {
 		var kr *wallet.KeyReusedError
 		require.True(t, errors.As(err, &kr), field)
 		require.Equal(t, field, kr.Field)
-		require.Equal(t, orig.IdempotencyKey, kr.Key)
+		require.Equal(t, orig.IdempotencyKey.String(), kr.Key)
 
 		tx := testdb.Begin(t, pool)
 		_, err = s.PostTx(ctx, tx, reused)
@@ -152,7 +152,7 @@ func TestRefusedDebitRunsAgainAfterTopUp(t *testing.T) {
 	s := wallet.New(pool, wallet.Options{})
 	p := newPlayer(t, pool)
 	funding := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 100,
-		Kind: wallet.KindFunding, IdempotencyKey: "marquee:9:2026-01-02:funding"}
+		Kind: wallet.KindFunding, IdempotencyKey: wallet.FundingKey(9, "2026-01-02")}
 
 	_, err := s.Debit(ctx, funding)
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance, "no wallet at all")
@@ -163,7 +163,7 @@ func TestRefusedDebitRunsAgainAfterTopUp(t *testing.T) {
 	_, err = s.DebitTx(ctx, tx, funding)
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance, "not enough, in a caller's transaction")
 	require.NoError(t, tx.Commit(ctx))
-	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = $1`, funding.IdempotencyKey))
+	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = $1`, funding.IdempotencyKey.String()))
 
 	fund(t, s, p, wallet.Sparks, 70)
 	first, err := s.Debit(ctx, funding)
@@ -183,7 +183,7 @@ func TestPostTxFollowsTheCallersTransaction(t *testing.T) {
 	pool := newPool(t, 2)
 	s := wallet.New(pool, wallet.Options{})
 	p := newPlayer(t, pool)
-	credit := wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 5, Kind: wallet.KindAdjustment, IdempotencyKey: "c1"}
+	credit := wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 5, Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("c1")}
 
 	tx := testdb.Begin(t, pool)
 	_, err := s.CreditTx(ctx, tx, credit)
@@ -192,7 +192,7 @@ func TestPostTxFollowsTheCallersTransaction(t *testing.T) {
 	require.Equal(t, int64(0), count(t, pool, `SELECT count(*) FROM wallet_transactions`), "rolled back with the caller")
 
 	tx = testdb.Begin(t, pool)
-	_, err = s.DebitTx(ctx, tx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1, Kind: wallet.KindFunding, IdempotencyKey: "d1"})
+	_, err = s.DebitTx(ctx, tx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1, Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey("d1")})
 	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
 	first, err := s.CreditTx(ctx, tx, credit)
 	require.NoError(t, err, "the caller's transaction survives a refused post")
@@ -211,15 +211,15 @@ func TestOverflowIsRefused(t *testing.T) {
 	s := wallet.New(pool, wallet.Options{})
 	p := newPlayer(t, pool)
 	fund(t, s, p, wallet.Sparks, math.MaxInt64)
-	_, err := s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: "o"})
+	_, err := s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("o")})
 	require.ErrorIs(t, err, wallet.ErrOverflow)
 	tx := testdb.Begin(t, pool)
-	_, err = s.CreditTx(ctx, tx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: "o"})
+	_, err = s.CreditTx(ctx, tx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("o")})
 	require.ErrorIs(t, err, wallet.ErrOverflow)
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, int64(math.MaxInt64), balance(t, pool, p, wallet.Sparks))
 	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions`))
 	// Drain it again so the per-currency total of the audit stays within bigint.
-	_, err = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: math.MaxInt64, Kind: wallet.KindAdjustment, IdempotencyKey: "drain"})
+	_, err = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: math.MaxInt64, Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("drain")})
 	require.NoError(t, err)
 }

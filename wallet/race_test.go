@@ -63,10 +63,10 @@ func TestSameKeyRace(t *testing.T) {
 			// the winner's row.
 			fund(t, s, p, wallet.Sparks, 100)
 			params := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 60, Direction: dir,
-				Kind: wallet.KindAdjustment, IdempotencyKey: "same:" + string(dir)}
+				Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("same:" + string(dir))}
 			results, errs := make([]*wallet.Transaction, n), make([]error, n)
 			race(n, func(i int) { results[i], errs[i] = s.Post(ctx, params) })
-			requireOnce(t, pool, params.IdempotencyKey, results, errs)
+			requireOnce(t, pool, params.IdempotencyKey.String(), results, errs)
 			want := map[wallet.Direction]int64{wallet.Credit: 160, wallet.Debit: 40}[dir]
 			require.Equal(t, want, balance(t, pool, p, wallet.Sparks))
 		})
@@ -88,7 +88,7 @@ func TestSameKeyRaceInCallersTransactions(t *testing.T) {
 			_, err := pool.Exec(ctx, `CREATE TABLE caller_work (caller int PRIMARY KEY, transaction_id bigint NOT NULL)`)
 			require.NoError(t, err)
 			params := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 60, Direction: dir,
-				Kind: wallet.KindFunding, IdempotencyKey: "same-tx:" + string(dir)}
+				Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey("same-tx:" + string(dir))}
 			results, errs := make([]*wallet.Transaction, n), make([]error, n)
 			race(n, func(i int) {
 				errs[i] = func() error {
@@ -107,7 +107,7 @@ func TestSameKeyRaceInCallersTransactions(t *testing.T) {
 					return tx.Commit(ctx)
 				}()
 			})
-			requireOnce(t, pool, params.IdempotencyKey, results, errs)
+			requireOnce(t, pool, params.IdempotencyKey.String(), results, errs)
 			require.Equal(t, int64(n), count(t, pool, `SELECT count(*) FROM caller_work WHERE transaction_id = $1`, results[0].ID))
 			want := map[wallet.Direction]int64{wallet.Credit: 160, wallet.Debit: 40}[dir]
 			require.Equal(t, want, balance(t, pool, p, wallet.Sparks))
@@ -126,7 +126,7 @@ func TestConcurrentDebitsNeverOverdraw(t *testing.T) {
 	errs := make([]error, n)
 	race(n, func(i int) {
 		_, errs[i] = s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 7,
-			Kind: wallet.KindFunding, IdempotencyKey: fmt.Sprintf("debit:%d", i)})
+			Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("debit:%d", i))})
 	})
 	ok, refused := 0, 0
 	for _, err := range errs {

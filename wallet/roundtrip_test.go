@@ -36,14 +36,14 @@ func TestReplayDoesNotWaitForTheWalletLock(t *testing.T) {
 	s := wallet.New(pool, wallet.Options{})
 	p := newPlayer(t, pool)
 	credit := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 100, Direction: wallet.Credit,
-		Kind: wallet.KindPurchase, IdempotencyKey: "rt:credit"}
+		Kind: wallet.KindPurchase, IdempotencyKey: wallet.CallerKey("rt:credit")}
 	debit := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 30, Direction: wallet.Debit,
-		Kind: wallet.KindFunding, IdempotencyKey: "rt:debit"}
+		Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey("rt:debit")}
 	first := map[string]*wallet.Transaction{}
 	for _, pp := range []wallet.PostParams{credit, debit} {
 		tr, err := s.Post(ctx, pp)
 		require.NoError(t, err)
-		first[pp.IdempotencyKey] = tr
+		first[pp.IdempotencyKey.String()] = tr
 	}
 	holdWallet(t, pool, p, wallet.Sparks)
 
@@ -54,7 +54,7 @@ func TestReplayDoesNotWaitForTheWalletLock(t *testing.T) {
 		cancel()
 		require.NoError(t, err, pp.IdempotencyKey)
 		require.True(t, tr.Replayed)
-		require.Equal(t, first[pp.IdempotencyKey].ID, tr.ID)
+		require.Equal(t, first[pp.IdempotencyKey.String()].ID, tr.ID)
 		require.Less(t, time.Since(start), 2*time.Second, "replay of %s waited for the wallet lock", pp.IdempotencyKey)
 
 		tx, err := pool.Begin(ctx)
@@ -79,7 +79,7 @@ func TestReplayDoesNotWaitForTheWalletLock(t *testing.T) {
 
 	// A new key does queue behind the lock.
 	fresh := debit
-	fresh.IdempotencyKey = "rt:fresh"
+	fresh.IdempotencyKey = wallet.CallerKey("rt:fresh")
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
 	_, err = s.Post(short, fresh)
@@ -133,7 +133,7 @@ func TestPostIsOneRoundTrip(t *testing.T) {
 		return qc.n.Load() - before
 	}
 	pp := wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 5, Direction: wallet.Credit,
-		Kind: wallet.KindPurchase, IdempotencyKey: "trip:1"}
+		Kind: wallet.KindPurchase, IdempotencyKey: wallet.CallerKey("trip:1")}
 	for _, want := range []bool{false, true} {
 		require.Equal(t, int64(1), trips(func() {
 			tr, err := s.Post(ctx, pp)
@@ -143,7 +143,7 @@ func TestPostIsOneRoundTrip(t *testing.T) {
 	}
 	tx, err := traced.Begin(ctx)
 	require.NoError(t, err)
-	pp.IdempotencyKey = "trip:2"
+	pp.IdempotencyKey = wallet.CallerKey("trip:2")
 	for _, want := range []bool{false, true} {
 		require.Equal(t, int64(1), trips(func() {
 			tr, err := s.PostTx(ctx, tx, pp)
@@ -165,7 +165,7 @@ func TestConvertIsOneRoundTripAndReplaysWithoutTheLock(t *testing.T) {
 	p := newPlayer(t, pool)
 	fund(t, s, p, wallet.Mana, 100)
 
-	params := wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: "conv:trip"}
+	params := wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: wallet.CallerKey("conv:trip")}
 	before := qc.n.Load()
 	c, err := s.Convert(ctx, params)
 	require.NoError(t, err)
@@ -177,7 +177,7 @@ func TestConvertIsOneRoundTripAndReplaysWithoutTheLock(t *testing.T) {
 	tx, err := traced.Begin(ctx)
 	require.NoError(t, err)
 	before = qc.n.Load()
-	c2, err := s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 5, IdempotencyKey: "conv:trip:tx"})
+	c2, err := s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: 5, IdempotencyKey: wallet.CallerKey("conv:trip:tx")})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), qc.n.Load()-before)
 	require.Equal(t, int64(15), c2.SparksCredit.Amount)
@@ -197,8 +197,9 @@ func TestConvertIsOneRoundTripAndReplaysWithoutTheLock(t *testing.T) {
 	require.Equal(t, int64(45), balance(t, pool, p, wallet.Sparks))
 }
 
-// A conversion key whose Mana leg's key a plain post already used is a
-// reuse: refused, and neither wallet moves.
+// A conversion key whose Mana leg's key a plain post already used (only
+// possible before leg keys were reserved) is a reuse: refused, and neither
+// wallet moves.
 func TestConvertOverALoneLegIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -207,9 +208,10 @@ func TestConvertOverALoneLegIsRefused(t *testing.T) {
 	p := newPlayer(t, pool)
 	fund(t, s, p, wallet.Mana, 100)
 	_, err := s.Debit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1, Kind: wallet.KindAdjustment,
-		IdempotencyKey: "lone" + wallet.ManaDebitSuffix})
-	require.NoError(t, err)
-	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: "lone"})
+		IdempotencyKey: wallet.CallerKey("lone" + wallet.ManaDebitSuffix)})
+	require.ErrorIs(t, err, wallet.ErrReservedKey, "a plain post may not take a leg's key")
+	takeKey(t, s, pool, p, wallet.Mana, wallet.Debit, "lone"+wallet.ManaDebitSuffix)
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 10, IdempotencyKey: wallet.CallerKey("lone")})
 	require.ErrorIs(t, err, wallet.ErrIdempotencyKeyReused)
 	require.Equal(t, int64(99), balance(t, pool, p, wallet.Mana))
 	require.Equal(t, int64(0), balance(t, pool, p, wallet.Sparks))

@@ -161,7 +161,7 @@ func (s *demoSeed) paidOrder(ctx context.Context, a *app, client *jobs.Client) (
 // today (the enforcer keeps funding it daily while Sparks last).
 func (s *demoSeed) fundedMarquee(ctx context.Context, a *app) error {
 	if _, err := a.wallet.Convert(ctx, wallet.ConvertParams{PlayerID: s.PlayerID, Mana: demoConvert,
-		IdempotencyKey: fmt.Sprintf("demo:%d:conversion", s.PlayerID)}); err != nil {
+		IdempotencyKey: wallet.CallerKey(fmt.Sprintf("demo:%d:conversion", s.PlayerID))}); err != nil {
 		return err
 	}
 	plans, plan := plans(a.cfg), "standard"

@@ -32,7 +32,7 @@ func TestEnforceOnce(t *testing.T) {
 		var player int64
 		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('p') RETURNING id`).Scan(&player))
 		_, err := w.Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Sparks, Amount: 1000,
-			Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("seed:%d", i)})
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("seed:%d", i))})
 		require.NoError(t, err)
 		m, err := enforcer.CreateMarquee(ctx, pool, enforcer.DefaultPlans(), enforcer.CreateParams{PlayerID: player, Name: "m", Plan: "standard"})
 		require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestEnforceOnce(t *testing.T) {
 	for _, id := range marquees {
 		var keys int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM wallet_transactions
-			WHERE idempotency_key = $1`, enforcer.FundingKey(id, "2024-03-10")).Scan(&keys))
+			WHERE idempotency_key = $1`, wallet.FundingKey(id, "2024-03-10").String()).Scan(&keys))
 		require.LessOrEqual(t, keys, 1)
 		var debits int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM wallet_transactions

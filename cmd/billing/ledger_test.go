@@ -23,9 +23,9 @@ func TestLedgerVerify(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('v') RETURNING id`).Scan(&player))
 	s := wallet.New(pool, wallet.Options{})
 	_, err := s.Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Mana, Amount: 50,
-		Kind: wallet.KindAdjustment, IdempotencyKey: "seed:1"})
+		Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("seed:1")})
 	require.NoError(t, err)
-	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: player, Mana: 20, IdempotencyKey: "conv:1"})
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: player, Mana: 20, IdempotencyKey: wallet.CallerKey("conv:1")})
 	require.NoError(t, err)
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 
@@ -104,7 +104,7 @@ func TestLedgerVerifyDomainInvariants(t *testing.T) {
 	var player int64
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('v') RETURNING id`).Scan(&player))
 	_, err := wallet.New(pool, wallet.Options{}).Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Mana,
-		Amount: 50, Kind: wallet.KindPurchase, IdempotencyKey: "order:999:fulfilment"})
+		Amount: 50, Kind: wallet.KindPurchase, IdempotencyKey: wallet.FulfilmentKey(999)})
 	require.NoError(t, err)
 
 	code, raw := runBillingExit(t, []string{"BILLING_DATABASE_URL=" + dbURL}, "ledger", "verify")

@@ -52,7 +52,7 @@ func TestMoneyCommands(t *testing.T) {
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = wallet.New(pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: 100, Key: "cb", Reference: "t"})
+	_, err = wallet.New(pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: 100, Key: wallet.CallerKey("cb"), Reference: "t"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 

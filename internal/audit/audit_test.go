@@ -29,7 +29,7 @@ func TestRunComposesEveryCheck(t *testing.T) {
 	var player int64
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('p') RETURNING id`).Scan(&player))
 	_, err := wallet.New(pool, wallet.Options{}).Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Sparks,
-		Amount: 500, Kind: wallet.KindAdjustment, IdempotencyKey: "audit-test", Account: wallet.AccountAdjustments})
+		Amount: 500, Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("audit-test"), Account: wallet.AccountAdjustments})
 	require.NoError(t, err)
 	audittest.RequireClean(t, pool, audit.Options{})
 

@@ -112,7 +112,7 @@ func replayClients(ctx context.Context, env Env, hc *http.Client, url string) ([
 			return nil, err
 		}
 		if _, err := w.Credit(ctx, wallet.PostParams{PlayerID: p.ID, Currency: wallet.Mana, Amount: 10,
-			Kind: wallet.KindAdjustment, Reference: "bench api-replay", IdempotencyKey: "bench:api:" + run + ":" + strconv.Itoa(i)}); err != nil {
+			Kind: wallet.KindAdjustment, Reference: "bench api-replay", IdempotencyKey: wallet.CallerKey("bench:api:" + run + ":" + strconv.Itoa(i))}); err != nil {
 			return nil, err
 		}
 		out[i] = apiClient{apiKey: key, key: "bench-" + run + "-" + strconv.Itoa(i)}

@@ -161,7 +161,7 @@ func writeClients(ctx context.Context, env Env, run string) ([]string, error) {
 			return nil, err
 		}
 		if _, err := w.Credit(ctx, wallet.PostParams{PlayerID: p.ID, Currency: wallet.Mana, Amount: apiWriteMana,
-			Kind: wallet.KindAdjustment, Reference: "bench api-write", IdempotencyKey: "bench:api-write:" + run + ":" + strconv.Itoa(i)}); err != nil {
+			Kind: wallet.KindAdjustment, Reference: "bench api-write", IdempotencyKey: wallet.CallerKey("bench:api-write:" + run + ":" + strconv.Itoa(i))}); err != nil {
 			return nil, err
 		}
 		keys[i] = key
@@ -193,7 +193,7 @@ func pgbenchPlayers(ctx context.Context, env Env, run string) (int64, error) {
 	w := env.Wallet
 	for _, id := range ids {
 		if _, err := w.Credit(ctx, wallet.PostParams{PlayerID: id, Currency: wallet.Mana, Amount: apiWriteMana,
-			Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("bench:api-write:%s:pg:%d", run, id)}); err != nil {
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("bench:api-write:%s:pg:%d", run, id))}); err != nil {
 			return 0, err
 		}
 	}

@@ -204,7 +204,7 @@ func (f *fundingRun) walletDebits(ctx context.Context, rounds int) *Report {
 	return Load(ctx, "wallet_debit_distinct", f.env.Clients, f.env.Duration/time.Duration(rounds), func(ctx context.Context, _ int, _ int64) error {
 		i := f.seq.Add(1)
 		_, err := f.wallet.Debit(ctx, wallet.PostParams{PlayerID: f.players[i%int64(len(f.players))], Currency: wallet.Sparks,
-			Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("bench:%d:debit:%d", f.run, i)})
+			Amount: 1, Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("bench:%d:debit:%d", f.run, i))})
 		return err
 	})
 }
@@ -295,7 +295,7 @@ func seedFunding(ctx context.Context, env Env, w *wallet.Store, n int, run int64
 			for p := range next {
 				if err == nil {
 					_, err = w.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 100_000,
-						Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("bench:%d:seed:%d", run, p)})
+						Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("bench:%d:seed:%d", run, p))})
 				}
 			}
 			errs <- err

@@ -307,7 +307,7 @@ func (g *growth) post(hot bool) func(ctx context.Context, c int, _ int64, rng *r
 			p = g.players[rng.IntN(len(g.players))]
 		}
 		t, err := g.store.Post(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1, Direction: wallet.Debit,
-			Kind: wallet.KindAdjustment, Reference: "growth", IdempotencyKey: fmt.Sprintf("growth:%s:%d:%d", g.run, c, g.next[c])})
+			Kind: wallet.KindAdjustment, Reference: "growth", IdempotencyKey: wallet.CallerKey(fmt.Sprintf("growth:%s:%d:%d", g.run, c, g.next[c]))})
 		if err == nil && t.Replayed {
 			err = errors.New("fresh key replayed")
 		}

@@ -171,7 +171,7 @@ func haWalletOp(ctx context.Context, env Env, wallets int, run string) (Op, erro
 		next[client]++
 		_, err := store.Post(ctx, wallet.PostParams{PlayerID: players[rng.IntN(len(players))], Currency: wallet.Sparks,
 			Amount: 1, Direction: wallet.Debit, Kind: wallet.KindFunding, Reference: "bench ha",
-			IdempotencyKey: fmt.Sprintf("bench:ha:%s:%d:%d", run, client, next[client])})
+			IdempotencyKey: wallet.CallerKey(fmt.Sprintf("bench:ha:%s:%d:%d", run, client, next[client]))})
 		return err
 	}), nil
 }

@@ -47,7 +47,7 @@ func seedOwners(ctx context.Context, env Env, w *wallet.Store, n, owners int, ru
 			return nil, fmt.Errorf("bench funding: owners: %w", err)
 		}
 		_, err := w.Credit(ctx, wallet.PostParams{PlayerID: id, Currency: wallet.Sparks, Amount: ownedSparks(n, owners),
-			Kind: wallet.KindAdjustment, IdempotencyKey: fmt.Sprintf("bench:%d:owner:%d", run, id)})
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("bench:%d:owner:%d", run, id))})
 		if err != nil {
 			return nil, fmt.Errorf("bench funding: fund owner: %w", err)
 		}

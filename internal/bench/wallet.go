@@ -67,7 +67,7 @@ func runWallet(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error)
 		next[client]++
 		p := wallet.PostParams{PlayerID: players[rng.IntN(len(players))], Currency: wallet.Sparks, Amount: 1,
 			Direction: wallet.Debit, Kind: wallet.KindFunding, Reference: "bench",
-			IdempotencyKey: fmt.Sprintf("bench:%s:%d:%d", run, client, next[client])}
+			IdempotencyKey: wallet.CallerKey(fmt.Sprintf("bench:%s:%d:%d", run, client, next[client]))}
 		t, err := store.Post(ctx, p)
 		if err == nil && t.Replayed {
 			err = fmt.Errorf("fresh key %q replayed", p.IdempotencyKey)
@@ -179,7 +179,7 @@ func seedWallets(ctx context.Context, env Env, store *wallet.Store, n int, run s
 		wg.Go(func() {
 			for i := c; i < n; i += env.Clients {
 				_, err := store.Credit(ctx, wallet.PostParams{PlayerID: ids[i], Currency: wallet.Sparks, Amount: walletSeed,
-					Kind: wallet.KindAdjustment, Reference: "bench seed", IdempotencyKey: seedKeyPrefix(run) + strconv.FormatInt(ids[i], 10)})
+					Kind: wallet.KindAdjustment, Reference: "bench seed", IdempotencyKey: wallet.CallerKey(seedKeyPrefix(run) + strconv.FormatInt(ids[i], 10))})
 				if err != nil {
 					errs <- err
 					return

@@ -37,7 +37,7 @@ func TestStatementBaselineRunsWalletsStatement(t *testing.T) {
 	store := wallet.New(pl, wallet.Options{SparksPerMana: 1})
 	for _, p := range players {
 		_, err := store.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Amount: 1_000_000,
-			Kind: wallet.KindAdjustment, Reference: "seed", IdempotencyKey: seedKeyPrefix(run) + strconv.FormatInt(p, 10)})
+			Kind: wallet.KindAdjustment, Reference: "seed", IdempotencyKey: wallet.CallerKey(seedKeyPrefix(run) + strconv.FormatInt(p, 10))})
 		require.NoError(t, err)
 	}
 	vars := postVars(players[0], players[2], run)

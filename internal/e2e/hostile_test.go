@@ -173,7 +173,7 @@ func (h *hostileEnv) newActor(t *testing.T, name string, wallets *wallet.Store, 
 	a := hostileActor{id: p.ID, key: key}
 	for _, c := range []wallet.Currency{wallet.Mana, wallet.Sparks} {
 		_, err := wallets.Credit(ctx, wallet.PostParams{PlayerID: a.id, Currency: c, Amount: 1000,
-			Kind: wallet.KindAdjustment, Reference: "hostile setup", IdempotencyKey: fmt.Sprintf("hostile:%d:%s", a.id, c)})
+			Kind: wallet.KindAdjustment, Reference: "hostile setup", IdempotencyKey: wallet.CallerKey(fmt.Sprintf("hostile:%d:%s:setup", a.id, c))})
 		require.NoError(t, err)
 	}
 	do := func(path, key, body string, status int) hostileReply {

@@ -27,7 +27,7 @@ func TestConversionRefusedWhileOwing(t *testing.T) {
 	e.credit(alice, wallet.Mana, 100)
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = e.wallets.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: alice.id, Mana: 150, Key: "cb:alice", Reference: "test refund"})
+	_, err = e.wallets.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: alice.id, Mana: 150, Key: wallet.CallerKey("cb:alice"), Reference: "test refund"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 

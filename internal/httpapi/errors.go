@@ -87,6 +87,7 @@ var errNotFound = &apiError{status: http.StatusNotFound, code: CodeNotFound, det
 func statusOf(err error) (status int, code, detail string) {
 	var ae *apiError
 	var debt *wallet.OutstandingDebtError
+	var reserved *wallet.ReservedKeyError
 	switch {
 	case errors.As(err, &debt):
 		// Before insufficient_balance: buying Mana settles the debt first.
@@ -94,6 +95,9 @@ func statusOf(err error) (status int, code, detail string) {
 			fmt.Sprintf("the player owes %d Mana after a refund or chargeback; a purchase settles it first", debt.Mana)
 	case errors.As(err, &ae):
 		return ae.status, ae.code, ae.detail
+	case errors.As(err, &reserved):
+		return http.StatusBadRequest, CodeIdempotencyKeyInvalid, fmt.Sprintf(
+			"Idempotency-Key %q %s %q, which billing reserves for %s: choose another key", reserved.Key, reserved.Where(), reserved.Namespace, reserved.Use)
 	case errors.Is(err, players.ErrUnauthorized):
 		return http.StatusUnauthorized, CodeUnauthorized, "a valid API key is required: Authorization: Bearer <key>"
 	case errors.Is(err, enforcer.ErrNotFound), errors.Is(err, fulfillment.ErrNotFound),

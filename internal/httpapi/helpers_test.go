@@ -158,7 +158,7 @@ func (e *env) newPlayer(name string) player {
 func (e *env) credit(p player, c wallet.Currency, amount int64) {
 	e.t.Helper()
 	_, err := e.wallets.Credit(context.Background(), wallet.PostParams{PlayerID: p.id, Currency: c, Amount: amount,
-		Kind: wallet.KindAdjustment, Reference: "test", IdempotencyKey: fmt.Sprintf("test:%d:%s:%d", p.id, c, time.Now().UnixNano())})
+		Kind: wallet.KindAdjustment, Reference: "test", IdempotencyKey: wallet.CallerKey(fmt.Sprintf("test:%d:%s:%d", p.id, c, time.Now().UnixNano()))})
 	require.NoError(e.t, err)
 }
 

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -284,25 +284,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return nil
 }
 
-// derivedKey is the idempotency key a handler gives its own effect (a
-// wallet post): derived from the request's Idempotency-Key and the player,
-// so that it stays the same on every retry, even one that comes after the
-// API key expired; random when the request carried no key.
-//
-// A key too long to embed is hashed. The two forms are disjoint: the raw
-// form is "api:<player>:<purpose>:<key>" and the hashed form
-// "api:<player>:<purpose>/sha256:<hex>", and no purpose contains '/', so a
-// client cannot send a raw key that spells another key's hashed form.
-func derivedKey(r *http.Request, player int64, purpose string) string {
+// derivedKey is the wallet key a handler gives its own effect (a wallet
+// post): derived from the request's Idempotency-Key and the player
+// (wallet.APIKey), so that it stays the same on every retry, even one that
+// comes after the API key expired; random when the request carried no key.
+func derivedKey(r *http.Request, player int64, purpose string) wallet.Key {
 	key, ok := idempotency.KeyFromContext(r.Context())
 	if !ok {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
-		return fmt.Sprintf("api:%d:%s:%x", player, purpose, b)
+		key = hex.EncodeToString(b[:])
 	}
-	k := fmt.Sprintf("api:%d:%s:%s", player, purpose, key)
-	if len(k) > 200 { // leave room for the wallet's leg suffixes
-		k = fmt.Sprintf("api:%d:%s/sha256:%x", player, purpose, sha256.Sum256([]byte(key)))
-	}
-	return k
+	return wallet.APIKey(player, purpose, key)
 }

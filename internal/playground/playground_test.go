@@ -46,7 +46,7 @@ func newFixture(t *testing.T, funded bool) *fixture {
 	if funded {
 		w := wallet.New(pool, wallet.Options{})
 		_, err := w.Credit(ctx, wallet.PostParams{PlayerID: p.ID, Currency: wallet.Sparks, Amount: 100,
-			Kind: wallet.KindAdjustment, IdempotencyKey: "grant"})
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey("grant")})
 		require.NoError(t, err)
 		svc := enforcer.New(pool, w, enforcer.Options{Now: func() time.Time { return f.now }})
 		_, err = svc.FundDay(ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: enforcer.ServiceDay(f.now, time.UTC)})

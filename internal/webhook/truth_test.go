@@ -292,7 +292,7 @@ func (e *env) truthCase(h truthHistory, seed uint64) *truthCase {
 		tx, err := e.pool.Begin(ctx)
 		require.NoError(e.t, err)
 		_, err = wallet.New(e.pool, wallet.Options{}).ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: c.player,
-			Mana: c.debt, Key: fmt.Sprintf("test:earlier-debt:%d", c.player), Reference: "an earlier clawback"})
+			Mana: c.debt, Key: wallet.CallerKey(fmt.Sprintf("test:earlier-debt:%d", c.player)), Reference: "an earlier clawback"})
 		require.NoError(e.t, err)
 		require.NoError(e.t, tx.Commit(ctx))
 	}
