@@ -13,7 +13,9 @@ import (
 )
 
 // Convert moves Mana to Sparks, both legs in one transaction. There is no
-// reverse: Sparks never turn back into Mana.
+// reverse: Sparks never turn back into Mana. A player who owes Mana (a
+// clawback's debt) may not convert: *OutstandingDebtError, checked before
+// the balance. A replay answers the stored conversion whatever is owed now.
 func (s *Store) Convert(ctx context.Context, p ConvertParams) (*Conversion, error) {
 	start := time.Now()
 	c, err := s.convert(ctx, nil, p)

@@ -9,21 +9,35 @@ import (
 )
 
 // pairSQL is a conversion in one statement: both legs' key check, the
-// debit, the credit and their four ledger entries. $1 player; $2..$7 the
-// debit leg and $8..$13 the credit leg (currency, signed amount, kind,
-// reference, key, system account). When either key is stored, the
-// one-time filter skips the debit (and so everything after it) without
-// locking a wallet, and the stored legs come back flagged. The credit
-// reads the debit's RETURNING, so the debit's wallet is locked first (the
-// Mana-then-Sparks lock order every conversion keeps) and a refused debit
-// leaves the credit nothing to do.
+// player's debt, the debit, the credit and their four ledger entries. $1
+// player; $2..$7 the debit leg and $8..$13 the credit leg (currency, signed
+// amount, kind, reference, key, system account). When either key is
+// stored, the one-time filter skips everything else without locking a row,
+// and the stored legs come back as replays. Otherwise the player's debts
+// row is locked first (FOR SHARE, or created when the player has none: a
+// clawback opening a debt takes the same row), so that the debt read is
+// the one the Mana wallet is taken under: an open debt comes back as one
+// "debt" row (its Mana in the amount) and nothing moves. The debit joins
+// the debt's row, so no wallet is locked before it (and none at all for a
+// replay, which has no debt row). The credit reads
+// the debit's RETURNING, so the debit's wallet is locked first (the lock
+// order debts row, Mana wallet, Sparks wallet that every conversion and
+// clawback keeps) and a refused debit leaves the credit nothing to do.
 const pairSQL = `WITH prior AS (
     SELECT ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key IN ($6::text, $12::text)),
+held AS (
+    SELECT outstanding FROM debts WHERE player_id = $1::bigint AND NOT EXISTS (SELECT FROM prior) FOR SHARE),
+made AS (
+    INSERT INTO debts (player_id) SELECT $1::bigint WHERE NOT EXISTS (SELECT FROM prior) AND NOT EXISTS (SELECT FROM held)
+    ON CONFLICT (player_id) DO UPDATE SET player_id = EXCLUDED.player_id
+    RETURNING outstanding),
+debt AS (
+    SELECT outstanding FROM held UNION ALL SELECT outstanding FROM made),
 wd AS (
-    UPDATE wallets SET balance = balance + $3::bigint, seq = seq + 1
-    WHERE player_id = $1::bigint AND currency = $2::text AND balance + $3::bigint >= 0
-      AND NOT EXISTS (SELECT FROM prior)
-    RETURNING id, balance, seq),
+    UPDATE wallets w SET balance = w.balance + $3::bigint, seq = w.seq + 1
+    FROM debt
+    WHERE debt.outstanding = 0 AND w.player_id = $1::bigint AND w.currency = $2::text AND w.balance + $3::bigint >= 0
+    RETURNING w.id, w.balance, w.seq),
 wc AS (
     INSERT INTO wallets AS cur (player_id, currency, balance, seq)
     SELECT $1::bigint, $8::text, $9::bigint, 1 FROM wd
@@ -47,11 +61,13 @@ e AS (
     SELECT tc.id, 'wallet', tc.wallet_id, $8::text, $9::bigint, tc.balance_after, wc.seq FROM tc, wc
     UNION ALL
     SELECT tc.id, $13::text, NULL, $8::text, -$9::bigint, NULL, NULL FROM tc)
-SELECT true, ` + txColumns + ` FROM prior
+SELECT 'replay', ` + txColumns + ` FROM prior
 UNION ALL
-SELECT false, ` + txColumns + ` FROM td
+SELECT 'debt', 0, 0, $1::bigint, 'mana', outstanding, '', '', '', 0, now() FROM debt WHERE outstanding > 0
 UNION ALL
-SELECT false, ` + txColumns + ` FROM tc`
+SELECT 'new', ` + txColumns + ` FROM td
+UNION ALL
+SELECT 'new', ` + txColumns + ` FROM tc`
 
 func pairArgs(debit, credit leg) []any {
 	return []any{debit.playerID,
@@ -80,18 +96,27 @@ func applyPair(ctx context.Context, q dbtx.DB, tx pgx.Tx, debit, credit leg) ([]
 	})
 }
 
-// collectPair reads pairSQL's rows; no row is errRefused.
+// collectPair reads pairSQL's rows; no row is errRefused, a debt row an
+// *OutstandingDebtError.
 func collectPair(rows pgx.Rows) ([]*Transaction, error) {
+	var debt int64
 	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Transaction, error) {
 		var t Transaction
-		err := r.Scan(&t.Replayed, &t.ID, &t.WalletID, &t.PlayerID, &t.Currency, &t.Amount, &t.Kind, &t.Reference,
+		var state string
+		err := r.Scan(&state, &t.ID, &t.WalletID, &t.PlayerID, &t.Currency, &t.Amount, &t.Kind, &t.Reference,
 			&t.IdempotencyKey, &t.BalanceAfter, &t.CreatedAt)
+		t.Replayed = state == "replay"
+		if state == "debt" {
+			debt = t.Amount
+		}
 		return &t, err
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, classify(err)
-	}
-	if len(found) == 0 {
+	case debt > 0:
+		return nil, &OutstandingDebtError{Mana: debt}
+	case len(found) == 0:
 		return nil, errRefused
 	}
 	return found, nil

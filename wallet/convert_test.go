@@ -198,3 +198,112 @@ func debitInTx(ctx context.Context, s *wallet.Store, pool *pgxpool.Pool, p walle
 	}
 	return tx.Commit(ctx)
 }
+
+// A player who owes Mana may not convert, whoever asks (Convert and
+// ConvertTx alike): *OutstandingDebtError with the debt, before the
+// balance (refused for the debt with Mana enough and with too little), and
+// nothing moves. A conversion made before the debt still replays; once
+// the debt is forgiven the player converts again.
+func TestConvertRefusedWhileOwing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 3)
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 2})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 10)
+	done, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 4, IdempotencyKey: wallet.CallerKey("before")})
+	require.NoError(t, err)
+	clawback(t, s, pool, p, 20, "cb") // 6 Mana, 8 Sparks (4 Mana's worth), 10 owed
+	fund(t, s, p, wallet.Mana, 50)    // a credit that settles nothing: Mana beside the debt
+	before := snapshot(t, pool)
+	for _, mana := range []int64{5, 500} {
+		_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: mana, IdempotencyKey: wallet.CallerKey("while")})
+		var owed *wallet.OutstandingDebtError
+		require.ErrorAs(t, err, &owed, "%d Mana", mana)
+		require.Equal(t, int64(10), owed.Mana)
+		tx := testdb.Begin(t, pool)
+		_, err = s.ConvertTx(ctx, tx, wallet.ConvertParams{PlayerID: p, Mana: mana, IdempotencyKey: wallet.CallerKey("while-tx")})
+		require.ErrorIs(t, err, wallet.ErrOutstandingDebt, "%d Mana", mana)
+		require.NoError(t, tx.Commit(ctx), "the caller's transaction stays usable")
+	}
+	require.Equal(t, before, snapshot(t, pool))
+	again, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 4, IdempotencyKey: wallet.CallerKey("before")})
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, done.ManaDebit.ID, again.ManaDebit.ID)
+
+	_, err = s.ForgiveDebt(ctx, p, "ops-1", "support")
+	require.NoError(t, err)
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 5, IdempotencyKey: wallet.CallerKey("while")})
+	require.NoError(t, err)
+	require.Equal(t, int64(45), balance(t, pool, p, wallet.Mana))
+}
+
+// Conversions racing a clawback that opens a debt, while plain credits
+// keep Mana in the wallet: no conversion happens while the debt is open.
+// Every conversion's Mana debit comes before the clawback in the Mana
+// wallet's ledger order (its seq), and every conversion asked after it is
+// refused for the debt, never for the balance.
+func TestConvertNeverWhileADebtIsOpen(t *testing.T) {
+	t.Parallel()
+	const converters, funders, rounds = 6, 2, 60
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pool := newPool(t, converters+funders+2)
+	s := wallet.New(pool, wallet.Options{})
+	p := newPlayer(t, pool)
+	fund(t, s, p, wallet.Mana, 200)
+	var converted, owing sync.WaitGroup
+	converted.Add(1)
+	var once sync.Once
+	refused := make([]int, converters)
+	var wg sync.WaitGroup
+	for c := range converters {
+		wg.Go(func() {
+			for i := range rounds {
+				_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("race:%d:%d", c, i))})
+				switch {
+				case err == nil:
+					once.Do(converted.Done)
+				case errors.Is(err, wallet.ErrOutstandingDebt):
+					refused[c]++
+				default:
+					require.NoError(t, err)
+				}
+			}
+		})
+	}
+	owing.Add(1)
+	wg.Go(func() {
+		defer owing.Done()
+		converted.Wait()
+		clawback(t, s, pool, p, 100_000, "race-cb")
+	})
+	for f := range funders {
+		wg.Go(func() {
+			for i := range rounds {
+				_, err := s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 5, Kind: wallet.KindAdjustment,
+					IdempotencyKey: wallet.CallerKey(fmt.Sprintf("race-fund:%d:%d", f, i))})
+				require.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, ctx.Err())
+	// The Mana wallet's order: the clawback's debt leg against the last
+	// conversion.
+	seqOf := func(where string) int64 {
+		return count(t, pool, `SELECT coalesce(max(e.seq), 0) FROM ledger_entries e JOIN wallet_transactions t ON t.id = e.transaction_id
+			WHERE e.wallet_id IS NOT NULL AND t.currency = 'mana' AND t.player_id = $1 AND `+where, p)
+	}
+	debtAt, lastConversion := seqOf(`t.kind = 'debt'`), seqOf(`t.kind = 'conversion'`)
+	require.Positive(t, debtAt, "the clawback opened a debt")
+	require.Positive(t, lastConversion)
+	require.Less(t, lastConversion, debtAt, "a conversion after the debt opened")
+	total := 0
+	for _, n := range refused {
+		total += n
+	}
+	require.Positive(t, total, "conversions were asked while the debt was open")
+	require.Positive(t, debtOf(t, pool, p))
+}

@@ -11,7 +11,7 @@ import (
 var (
 	postsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "billing_wallet_posts_total",
-		Help: "Wallet posts by kind and outcome (created, replayed, insufficient, key_reused, error). A conversion counts once.",
+		Help: "Wallet posts by kind and outcome (created, replayed, insufficient, outstanding_debt, key_reused, reserved_key, error). A conversion counts once.",
 	}, []string{"kind", "outcome"})
 	postDuration = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "billing_wallet_post_duration_seconds",
@@ -43,8 +43,12 @@ func outcome(replayed bool, err error) string {
 		return "created"
 	case errors.Is(err, ErrInsufficientBalance):
 		return "insufficient"
+	case errors.Is(err, ErrOutstandingDebt):
+		return "outstanding_debt"
 	case errors.Is(err, ErrIdempotencyKeyReused):
 		return "key_reused"
+	case errors.Is(err, ErrReservedKey):
+		return "reserved_key"
 	default:
 		return "error"
 	}

@@ -274,8 +274,8 @@ func applySavepoint(ctx context.Context, tx pgx.Tx, l leg) (*Transaction, error)
 // inSavepoint runs one statement in tx between SAVEPOINT and RELEASE,
 // pipelined in one round trip, and reads its result with read. On failure
 // only the savepoint is rolled back, so the caller's transaction stays
-// usable; errRefused (the statement declined, changing nothing) is returned
-// as is, with the savepoint released.
+// usable; a declined statement (errRefused, *OutstandingDebtError: it
+// changed nothing) is returned as is, with the savepoint released.
 func inSavepoint[T any](ctx context.Context, tx pgx.Tx, sql string, args []any, read func(pgx.BatchResults) (T, error)) (T, error) {
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT " + savepoint)
@@ -287,15 +287,15 @@ func inSavepoint[T any](ctx context.Context, tx pgx.Tx, sql string, args []any, 
 	if err == nil {
 		out, err = read(br)
 	}
-	if err == nil || errors.Is(err, errRefused) {
+	if err == nil || declined(err) {
 		if _, rerr := br.Exec(); rerr != nil {
 			err = rerr
 		}
 	}
-	if cerr := br.Close(); cerr != nil && (err == nil || errors.Is(err, errRefused)) {
+	if cerr := br.Close(); cerr != nil && (err == nil || declined(err)) {
 		err = cerr
 	}
-	if err != nil && !errors.Is(err, errRefused) {
+	if err != nil && !declined(err) {
 		var zero T
 		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); rerr != nil {
 			return zero, fmt.Errorf("wallet: roll back savepoint after %w: %w", err, rerr)
@@ -303,6 +303,12 @@ func inSavepoint[T any](ctx context.Context, tx pgx.Tx, sql string, args []any, 
 		return zero, classify(err)
 	}
 	return out, err
+}
+
+// declined reports whether err is a statement's answer that it changed
+// nothing, rather than a failure.
+func declined(err error) bool {
+	return errors.Is(err, errRefused) || errors.Is(err, ErrOutstandingDebt)
 }
 
 // errKeyTaken marks a unique violation on the idempotency key: another

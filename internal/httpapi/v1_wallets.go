@@ -89,7 +89,9 @@ func (a *api) listTransactions(w http.ResponseWriter, r *http.Request, player in
 }
 
 // createConversion converts Mana into Sparks, one way. The wallet's key is
-// derived from the request's Idempotency-Key, so both legs happen once.
+// derived from the request's Idempotency-Key, so both legs happen once. The
+// wallet refuses a player who owes Mana (*wallet.OutstandingDebtError,
+// before the balance); statusOf maps it.
 func (a *api) createConversion(w http.ResponseWriter, r *http.Request, tx pgx.Tx, player int64) error {
 	var body struct {
 		Mana int64 `json:"mana"`
@@ -99,11 +101,6 @@ func (a *api) createConversion(w http.ResponseWriter, r *http.Request, tx pgx.Tx
 	}
 	if body.Mana <= 0 {
 		return badRequest(CodeInvalidAmount, "mana must be a positive integer")
-	}
-	// A player who owes Mana (a refund or chargeback took back more than
-	// the wallet held) may buy, not convert: checked before the balance.
-	if err := wallet.CheckNoDebt(r.Context(), tx, player); err != nil {
-		return err
 	}
 	conv, err := a.wallets.ConvertTx(r.Context(), tx, wallet.ConvertParams{
 		PlayerID: player, Mana: body.Mana, IdempotencyKey: derivedKey(r, player, "conversion"),
