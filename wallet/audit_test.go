@@ -2,6 +2,7 @@ package wallet_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,13 @@ func seedLedger(t *testing.T, pool *pgxpool.Pool) (walletID int64) {
 // corrupt runs sql on a seeded ledger and returns the audit's report.
 func corrupt(t *testing.T, sql string) (*wallet.AuditReport, int64) {
 	t.Helper()
+	report, walletID, _ := corruptPool(t, sql)
+	return report, walletID
+}
+
+// corruptPool is corrupt, with the pool on the corrupted database.
+func corruptPool(t *testing.T, sql string) (*wallet.AuditReport, int64, *pgxpool.Pool) {
+	t.Helper()
 	ctx := context.Background()
 	pool := testdbPool(t)
 	walletID := seedLedger(t, pool)
@@ -57,7 +65,7 @@ func corrupt(t *testing.T, sql string) (*wallet.AuditReport, int64) {
 	require.Equal(t, report.Violations, seen)
 	require.EqualValues(t, len(seen), report.Total)
 	t.Log(report.String())
-	return report, walletID
+	return report, walletID, pool
 }
 
 // testdbPool is a pool without the clean-audit cleanup: these tests break
@@ -252,4 +260,88 @@ func TestAuditWithNoSpareConnection(t *testing.T) {
 	report, err := wallet.Audit(deadline, pool, wallet.AuditOptions{Parallel: 2})
 	require.NoError(t, err)
 	require.True(t, report.Clean(), report.String())
+}
+
+// found is the (invariant, check) pairs of r's violations, with details
+// for the conversion_legs check, which names several problems.
+func found(r *wallet.AuditReport) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range r.Violations {
+		k := fmt.Sprintf("%d:%s", v.Invariant, v.Check)
+		if v.Check == "conversion_legs" {
+			k += ": " + v.Detail[strings.Index(v.Detail, ": ")+2:]
+		}
+		out[k] = true
+	}
+	return out
+}
+
+// Each check of the audit, seeded with exactly the violation it exists to
+// find (and what that violation cannot help breaking besides), is
+// reported, by the whole audit and by the audit of the wallet's player,
+// while the other player's audit stays clean. $1 is the first player's
+// Sparks wallet: a conversion's credit of 60 then funding debits of 5, 7
+// and 9 (balance 39); the conversion's key is c.
+func TestAuditFindsEachViolation(t *testing.T) {
+	t.Parallel()
+	const latest = `(SELECT max(id) FROM wallet_transactions WHERE wallet_id = $1)`
+	rename := func(from, to string) string {
+		return `UPDATE wallet_transactions SET idempotency_key = '` + to + `' WHERE idempotency_key = '` + from + `';`
+	}
+	for _, c := range []struct {
+		name, sql string
+		want      []string
+	}{
+		{"negative balance that its entries agree with", `ALTER TABLE wallets DROP CONSTRAINT wallets_balance_check;
+UPDATE wallet_transactions SET amount = -57, balance_after = -9 WHERE id = ` + latest + `;
+UPDATE ledger_entries SET amount = -57, balance_after = -9 WHERE wallet_id IS NOT NULL AND transaction_id = ` + latest + `;
+UPDATE ledger_entries SET amount = 57 WHERE wallet_id IS NULL AND transaction_id = ` + latest + `;
+UPDATE wallets SET balance = -9 WHERE id = $1`, []string{"1:negative_balance"}},
+		{"wallet entry in another currency", `UPDATE ledger_entries SET currency = 'mana' WHERE transaction_id = ` + latest,
+			[]string{"1:entry_currency", "2:entry_currency"}},
+		{"seq counted past the entries", `UPDATE wallets SET seq = seq + 1 WHERE id = $1`, []string{"1:seq"}},
+		{"a gap in the entries' seq", `UPDATE ledger_entries SET seq = seq + 2 WHERE wallet_id = $1 AND seq = 4`,
+			[]string{"1:seq", "1:entry_history"}},
+		{"conversion legs swapped", rename("c:mana_debit", "swap") + rename("c:sparks_credit", "c:mana_debit") + rename("swap", "c:sparks_credit"),
+			[]string{`3:conversion_legs: mana leg is not a Mana debit`, `3:conversion_legs: sparks leg is not a Sparks credit`}},
+		{"conversion legs under two parents", rename("c:mana_debit", "d:mana_debit"),
+			[]string{`3:conversion_legs: no sparks leg`, `3:conversion_legs: no mana leg`}},
+		{"conversion leg under no leg key", rename("c:mana_debit", "c:other"),
+			[]string{`3:conversion_legs: key is not a conversion leg key`, `3:conversion_legs: no mana leg`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			report, walletID, pool := corruptPool(t, c.sql)
+			want := map[string]bool{}
+			for _, w := range c.want {
+				want[w] = true
+			}
+			require.Equal(t, want, found(report), report.String())
+			requirePlayerAudits(t, pool, report.Violations, walletID, want)
+		})
+	}
+}
+
+// requirePlayerAudits audits the owner of walletID alone (same findings as
+// want) and the seeded ledger's other player (clean), and requires each of
+// vs to name the wallet, or a transaction for the key checks.
+func requirePlayerAudits(t *testing.T, pool *pgxpool.Pool, vs []wallet.Violation, walletID int64, want map[string]bool) {
+	t.Helper()
+	ctx := context.Background()
+	var owner, other int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT player_id FROM wallets WHERE id = $1`, walletID).Scan(&owner))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT min(player_id) FROM wallets WHERE player_id <> $1`, owner).Scan(&other))
+	mine, err := wallet.Audit(ctx, pool, wallet.AuditOptions{PlayerID: owner, ChunkSize: 2})
+	require.NoError(t, err)
+	require.Equal(t, want, found(mine), mine.String())
+	theirs, err := wallet.Audit(ctx, pool, wallet.AuditOptions{PlayerID: other, ChunkSize: 2})
+	require.NoError(t, err)
+	require.True(t, theirs.Clean(), theirs.String())
+	for _, v := range vs {
+		if v.Invariant != 3 {
+			require.Equal(t, walletID, v.WalletID, v.String())
+		} else {
+			require.NotZero(t, v.TransactionID, v.String())
+		}
+	}
 }

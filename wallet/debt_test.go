@@ -11,6 +11,7 @@ import (
 
 	"github.com/fibe-dev/billing/internal/audit"
 	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -280,4 +281,39 @@ func TestAdjustManaRacingOnOneKeySettlesOnce(t *testing.T) {
 	require.Equal(t, int64(20), balance(t, pool, player, wallet.Mana))
 	require.Zero(t, debtOf(t, pool, player))
 	audittest.RequireClean(t, pool, audit.Options{})
+}
+
+// A Mana credit that settles only part of a debt, replayed with its key,
+// settles nothing more: the debt, its receivable mirror and the wallet stay
+// where the first credit left them, and the replay reports 0 settled.
+func TestPartialSettlementReplaysSettleNothingMore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, 3)
+	s := wallet.New(pool, wallet.Options{})
+	player := newPlayer(t, pool)
+	clawback(t, s, pool, player, 100, "cb")
+	require.Equal(t, int64(100), debtOf(t, pool, player))
+	credit := wallet.PostParams{PlayerID: player, Currency: wallet.Mana, Amount: 30, Kind: wallet.KindPurchase,
+		Reference: "order:1", IdempotencyKey: wallet.FulfilmentKey(1), Account: wallet.AccountManaIssued}
+	settle := func() (*wallet.Transaction, int64) {
+		tx := testdb.Begin(t, pool)
+		tr, settled, err := s.CreditSettlingTx(ctx, tx, credit)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return tr, settled
+	}
+	first, settled := settle()
+	require.False(t, first.Replayed)
+	require.Equal(t, int64(30), settled)
+	require.Equal(t, int64(70), debtOf(t, pool, player))
+	for range 3 {
+		again, settled := settle()
+		require.True(t, again.Replayed)
+		require.Equal(t, first.ID, again.ID)
+		require.Zero(t, settled)
+		require.Equal(t, int64(70), debtOf(t, pool, player), "a replay settled more")
+		require.Zero(t, balance(t, pool, player, wallet.Mana))
+	}
+	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'debt_settlement'`))
 }
