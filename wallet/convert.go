@@ -2,14 +2,11 @@ package wallet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/fibe-dev/billing/internal/dbtx"
 )
 
 // Convert moves Mana to Sparks, both legs in one transaction. There is no
@@ -61,83 +58,38 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Conve
 	if err != nil {
 		return nil, err
 	}
-	found, err := applyPair(ctx, s.pool, tx, debit, credit)
+	a, err := s.apply(ctx, tx, convSQL, append(debit.args(), credit.args()...))
+	switch {
+	case err == nil && a.debt > 0:
+		return nil, &OutstandingDebtError{Mana: a.debt}
+	case err == nil && len(a.txs) == 0:
+		err = errRefused
+	}
 	if err != nil {
-		return s.rescueConversion(ctx, tx, debit, credit, err)
-	}
-	if found[0].Replayed {
-		return pairOf(found, debit, credit)
-	}
-	conv := &Conversion{}
-	for _, t := range found {
-		if t.IdempotencyKey == debit.key {
-			conv.ManaDebit = t
-		} else {
-			conv.SparksCredit = t
+		if a.txs, err = s.rescue(ctx, tx, []leg{debit, credit}, err); err != nil {
+			return nil, err
 		}
 	}
-	return conv, nil
+	return conversionOf(a.txs, debit, credit)
 }
 
-// rescueConversion answers a conversion that did not apply: a concurrent
-// conversion with the same parent key may have committed first.
-func (s *Store) rescueConversion(ctx context.Context, tx pgx.Tx, debit, credit leg, err error) (*Conversion, error) {
-	if !errors.Is(err, errKeyTaken) && !errors.Is(err, errRefused) && !errors.Is(err, ErrOverflow) {
-		return nil, err
-	}
-	var q dbtx.DB = s.pool
-	if tx != nil {
-		q = tx
-	}
-	c, lerr := lookupPair(ctx, q, debit, credit)
-	if lerr == nil && c == nil && tx != nil && errors.Is(err, errKeyTaken) { // see Store.winner
-		c, lerr = lookupPair(ctx, s.pool, debit, credit)
-	}
-	switch {
-	case lerr != nil:
-		return nil, lerr
-	case c != nil:
-		return c, nil
-	case errors.Is(err, errRefused):
-		return nil, ErrInsufficientBalance
-	case errors.Is(err, errKeyTaken):
-		return nil, fmt.Errorf("wallet: conversion key %q taken but its legs are not visible", debit.key)
-	}
-	return nil, err
-}
-
-// lookupPair returns the stored pair for a conversion's legs as a replay,
-// nil when neither exists, and refuses a parent key reused differently.
-func lookupPair(ctx context.Context, q dbtx.DB, debit, credit leg) (*Conversion, error) {
-	rows, err := q.Query(ctx, `SELECT `+txColumns+` FROM wallet_transactions WHERE idempotency_key IN ($1, $2)`,
-		debit.key, credit.key)
-	if err != nil {
-		return nil, fmt.Errorf("wallet: look up conversion: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Transaction, error) { return scanTx(r) })
-	if err != nil {
-		return nil, fmt.Errorf("wallet: look up conversion: %w", err)
-	}
-	return pairOf(found, debit, credit)
-}
-
-// pairOf answers a conversion from its stored legs found (none: nil, nil)
-// as a replay, and refuses a parent key reused differently.
-func pairOf(found []*Transaction, debit, credit leg) (*Conversion, error) {
-	c := &Conversion{Replayed: true}
+// conversionOf answers a conversion from its legs' rows found (new, or
+// stored ones flagged as replays), and refuses a parent key reused
+// differently.
+func conversionOf(found []*Transaction, debit, credit leg) (*Conversion, error) {
+	c := &Conversion{Replayed: found[0].Replayed}
 	for _, t := range found {
-		t.Replayed = true
 		if t.IdempotencyKey == debit.key {
 			c.ManaDebit = t
 		} else {
 			c.SparksCredit = t
 		}
 	}
+	if !c.Replayed {
+		return c, nil
+	}
 	parent := debit.key[:len(debit.key)-len(ManaDebitSuffix)]
-	switch {
-	case c.ManaDebit == nil && c.SparksCredit == nil:
-		return nil, nil
-	case c.ManaDebit == nil || c.SparksCredit == nil:
+	if c.ManaDebit == nil || c.SparksCredit == nil {
 		// Both legs commit together; a lone leg means the key was used by a
 		// plain post, which is a reuse of the parent's namespace.
 		return nil, &KeyReusedError{Key: parent, Field: "kind"}

@@ -5,9 +5,11 @@
 //
 // A post (Store.Post, or Store.PostTx inside a caller's transaction) names a
 // player, a currency, a positive amount, a direction, a kind and an
-// idempotency key. It is ONE SQL statement (a data-modifying CTE), so Post is
-// one round trip in autocommit (a single statement is its own transaction)
-// and PostTx one pipelined batch (SAVEPOINT, statement, RELEASE):
+// idempotency key. It is ONE SQL statement (a data-modifying CTE, built in
+// statement.go from a row source and the one tail that writes the
+// transactions and their ledger entries), so Post is one round trip in
+// autocommit (a single statement is its own transaction) and PostTx one
+// pipelined batch (SAVEPOINT, statement, RELEASE):
 //
 //  1. The key check is the statement's first CTE, an indexed SELECT by key.
 //     When the key already has a transaction, an uncorrelated NOT EXISTS
@@ -57,11 +59,18 @@
 // Convert moves Mana to Sparks one way (there is no reverse) at the
 // configured rate. It derives two keys from the caller's, <key>:mana_debit
 // and <key>:sparks_credit, and posts both legs in ONE statement (both keys
-// checked first, as a post's; the Sparks credit reads the Mana debit's
+// checked first, as a post's; then the player's debts row, and an open
+// debt refuses the conversion; the Sparks credit reads the Mana debit's
 // result, so the Mana wallet is locked before the Sparks wallet and a
-// refused debit credits nothing). Funding debits lock only
-// the Sparks wallet and purchases only the Mana wallet, so no two of these
-// can wait on each other in a cycle.
+// refused debit credits nothing). Funding debits lock only the Sparks
+// wallet and purchases the debts row then the Mana wallet, so no two of
+// these can wait on each other in a cycle.
+//
+// # Batches
+//
+// PostManyTx posts a batch of debits (fund_day jobs worked together) as
+// ONE set-based statement over the same tail, and leaves to PostTx only
+// what that statement could not take.
 //
 // # Audit
 //

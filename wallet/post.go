@@ -5,13 +5,99 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fibe-dev/billing/internal/dbtx"
 )
+
+// Post applies p on its own: the post, its key check included, is one
+// statement in autocommit (one round trip).
+func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
+	start := time.Now()
+	t, err := s.post(ctx, nil, p)
+	observe(p.Kind, start, t != nil && t.Replayed, err)
+	return t, err
+}
+
+// PostTx applies p inside the caller's transaction, under a savepoint: a
+// refused or duplicate post leaves tx usable. The wallet row stays locked
+// until the caller commits or rolls back.
+func (s *Store) PostTx(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction, error) {
+	start := time.Now()
+	t, err := s.post(ctx, tx, p)
+	observe(p.Kind, start, t != nil && t.Replayed, err)
+	return t, err
+}
+
+func (s *Store) post(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction, error) {
+	l, err := newLeg(p)
+	if err != nil {
+		return nil, err
+	}
+	sql := creditSQL
+	if l.delta < 0 {
+		sql = debitSQL
+	}
+	a, err := s.apply(ctx, tx, sql, l.args())
+	if err == nil && len(a.txs) == 0 {
+		err = errRefused
+	}
+	if err != nil {
+		if a.txs, err = s.rescue(ctx, tx, []leg{l}, err); err != nil {
+			return nil, err
+		}
+	}
+	if t := a.txs[0]; t.Replayed {
+		return l.replay(t)
+	}
+	return a.txs[0], nil
+}
+
+// rescue answers a statement that did not apply. When a concurrent caller
+// committed one of legs' keys first (a unique violation, or a refusal
+// because the winner's debit spent the balance we were waiting for), the
+// winner's rows are the answer; otherwise err stands.
+func (s *Store) rescue(ctx context.Context, tx pgx.Tx, legs []leg, err error) ([]*Transaction, error) {
+	if !errors.Is(err, errKeyTaken) && !errors.Is(err, errRefused) && !errors.Is(err, ErrOverflow) {
+		return nil, err
+	}
+	keys := make([]string, len(legs))
+	for i, l := range legs {
+		keys[i] = l.key
+	}
+	found, lerr := s.winner(ctx, tx, keys, errors.Is(err, errKeyTaken))
+	switch {
+	case lerr != nil:
+		return nil, lerr
+	case len(found) > 0:
+		return found, nil
+	case errors.Is(err, errRefused):
+		return nil, ErrInsufficientBalance
+	case errors.Is(err, errKeyTaken):
+		return nil, fmt.Errorf("wallet: key %q taken but its transaction is not visible", keys[0])
+	}
+	return nil, err
+}
+
+// winner reads the committed transactions under keys. Inside a caller's
+// transaction it looks there (a READ COMMITTED statement sees the winner's
+// commit). Only when a unique violation proves that a winner committed but
+// the caller's REPEATABLE READ snapshot predates it does it ask the pool:
+// never otherwise, as a caller holding the pool's last connection would
+// wait forever for a second one.
+func (s *Store) winner(ctx context.Context, tx pgx.Tx, keys []string, committed bool) ([]*Transaction, error) {
+	if tx == nil {
+		return lookup(ctx, s.pool, keys)
+	}
+	found, err := lookup(ctx, tx, keys)
+	if err != nil || len(found) > 0 || !committed {
+		return found, err
+	}
+	return lookup(ctx, s.pool, keys)
+}
 
 // defaultAccounts is the system account on the other side of each known kind.
 var defaultAccounts = map[Kind]string{
@@ -103,235 +189,18 @@ func (l leg) replay(t *Transaction) (*Transaction, error) {
 	return t, nil
 }
 
-const txColumns = `id, wallet_id, player_id, currency, amount, kind, reference, idempotency_key, balance_after, created_at`
+// lookupSQL reads the stored transactions of keys.
+const lookupSQL = `SELECT 'replay', ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key = ANY($1)`
 
-func scanTx(row pgx.Row) (*Transaction, error) {
-	var t Transaction
-	err := row.Scan(&t.ID, &t.WalletID, &t.PlayerID, &t.Currency, &t.Amount, &t.Kind, &t.Reference,
-		&t.IdempotencyKey, &t.BalanceAfter, &t.CreatedAt)
+// lookup returns the transactions stored under keys (Replayed set).
+func lookup(ctx context.Context, q dbtx.DB, keys []string) ([]*Transaction, error) {
+	rows, err := q.Query(ctx, lookupSQL, keys)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("wallet: look up keys: %w", err)
 	}
-	return &t, nil
-}
-
-// lookup returns the transaction stored under key, or nil.
-func lookup(ctx context.Context, q dbtx.DB, key string) (*Transaction, error) {
-	t, err := scanTx(q.QueryRow(ctx, `SELECT `+txColumns+` FROM wallet_transactions WHERE idempotency_key = $1`, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+	a, err := collect(rows)
 	if err != nil {
-		return nil, fmt.Errorf("wallet: look up key: %w", err)
+		return nil, fmt.Errorf("wallet: look up keys: %w", err)
 	}
-	return t, nil
-}
-
-// The post statements. $1 player, $2 currency, $3 signed amount, $4 kind,
-// $5 reference, $6 key, $7 system account. The first CTE takes the wallet
-// row lock; the rest only run when it returned the row.
-const (
-	// A debit never creates a wallet: a missing wallet holds 0, so the debit
-	// is refused exactly like an underfunded one (no row comes back).
-	debitWalletCTE = `w AS (
-    UPDATE wallets SET balance = balance + $3, seq = seq + 1
-    WHERE player_id = $1 AND currency = $2 AND balance + $3 >= 0
-    RETURNING id, balance, seq)`
-	// A credit creates the wallet on first use. bigint overflow of the new
-	// balance raises SQLSTATE 22003 and rolls the statement back.
-	creditWalletCTE = `w AS (
-    INSERT INTO wallets AS cur (player_id, currency, balance, seq) VALUES ($1, $2, $3, 1)
-    ON CONFLICT (player_id, currency) DO UPDATE
-        SET balance = cur.balance + EXCLUDED.balance, seq = cur.seq + 1
-    RETURNING id, balance, seq)`
-	postTail = `,
-t AS (
-    INSERT INTO wallet_transactions (wallet_id, player_id, currency, amount, kind, reference, idempotency_key, balance_after)
-    SELECT id, $1, $2, $3, $4, $5, $6, balance FROM w
-    RETURNING ` + txColumns + `),
-e AS (
-    INSERT INTO ledger_entries (transaction_id, account, wallet_id, currency, amount, balance_after, seq)
-    SELECT t.id, 'wallet', t.wallet_id, $2, $3, t.balance_after, w.seq FROM t, w
-    UNION ALL
-    SELECT t.id, $7, NULL, $2, -$3, NULL, NULL FROM t)
-SELECT ` + txColumns + ` FROM t`
-	debitSQL  = `WITH ` + debitWalletCTE + postTail
-	creditSQL = `WITH ` + creditWalletCTE + postTail
-)
-
-// The folded post statements: the key pre-check is a CTE of the post
-// itself, so a post is one round trip. When the key is already stored, the
-// uncorrelated NOT EXISTS is a one-time filter evaluated before the wallet
-// is scanned: the wallet row is neither locked nor waited for, and the
-// stored transaction comes back flagged as a replay. Otherwise the
-// statement locks, checks, updates and inserts exactly as debitSQL and
-// creditSQL do. Parameters are cast because the first use of each no
-// longer fixes its type.
-const (
-	priorCTE = `prior AS (
-    SELECT ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key = $6::text)`
-	foldedDebitWalletCTE = `w AS (
-    UPDATE wallets SET balance = balance + $3::bigint, seq = seq + 1
-    WHERE player_id = $1::bigint AND currency = $2::text AND balance + $3::bigint >= 0
-      AND NOT EXISTS (SELECT FROM prior)
-    RETURNING id, balance, seq)`
-	foldedCreditWalletCTE = `w AS (
-    INSERT INTO wallets AS cur (player_id, currency, balance, seq)
-    SELECT $1::bigint, $2::text, $3::bigint, 1 WHERE NOT EXISTS (SELECT FROM prior)
-    ON CONFLICT (player_id, currency) DO UPDATE
-        SET balance = cur.balance + EXCLUDED.balance, seq = cur.seq + 1
-    RETURNING id, balance, seq)`
-	foldedTail = `,
-t AS (
-    INSERT INTO wallet_transactions (wallet_id, player_id, currency, amount, kind, reference, idempotency_key, balance_after)
-    SELECT id, $1::bigint, $2::text, $3::bigint, $4::text, $5::text, $6::text, balance FROM w
-    RETURNING ` + txColumns + `),
-e AS (
-    INSERT INTO ledger_entries (transaction_id, account, wallet_id, currency, amount, balance_after, seq)
-    SELECT t.id, 'wallet', t.wallet_id, $2::text, $3::bigint, t.balance_after, w.seq FROM t, w
-    UNION ALL
-    SELECT t.id, $7::text, NULL, $2::text, -$3::bigint, NULL, NULL FROM t)
-SELECT true, ` + txColumns + ` FROM prior
-UNION ALL
-SELECT false, ` + txColumns + ` FROM t`
-	foldedDebitSQL = `WITH ` + priorCTE + `,
-` + foldedDebitWalletCTE + foldedTail
-	foldedCreditSQL = `WITH ` + priorCTE + `,
-` + foldedCreditWalletCTE + foldedTail
-)
-
-// DebitStatement is the one statement Post runs for a debit outside a
-// caller's transaction (a first post and a replay alike): $1 player, $2
-// currency, $3 signed amount, $4 kind, $5 reference, $6 key, $7 system
-// account. It is exported for benchmarks that run this same SQL with no Go
-// in the path (billing bench wallet), so a ratio against it measures the
-// client, not a different statement.
-func DebitStatement() string { return foldedDebitSQL }
-
-// foldedSQL is l's one-round-trip statement; its rows are scanned by
-// scanFolded.
-func (l leg) foldedSQL() (string, []any) {
-	q := foldedCreditSQL
-	if l.delta < 0 {
-		q = foldedDebitSQL
-	}
-	return q, []any{l.playerID, string(l.currency), l.delta, string(l.kind), l.reference, l.key, l.account}
-}
-
-// scanFolded reads a folded statement's row: the stored transaction
-// (Replayed set) or the new one. No row is a refusal (errRefused).
-func scanFolded(row pgx.Row) (*Transaction, error) {
-	var t Transaction
-	err := row.Scan(&t.Replayed, &t.ID, &t.WalletID, &t.PlayerID, &t.Currency, &t.Amount, &t.Kind, &t.Reference,
-		&t.IdempotencyKey, &t.BalanceAfter, &t.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errRefused
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-func (l leg) sql() (string, []any) {
-	q := creditSQL
-	if l.delta < 0 {
-		q = debitSQL
-	}
-	return q, []any{l.playerID, string(l.currency), l.delta, string(l.kind), l.reference, l.key, l.account}
-}
-
-// errRefused means the conditional update found no wallet with enough
-// balance; the caller decides between a replay and ErrInsufficientBalance.
-var errRefused = errors.New("wallet: refused")
-
-// applyFolded runs l's folded statement on the pool in autocommit: one
-// round trip, a replay included.
-func applyFolded(ctx context.Context, q dbtx.DB, l leg) (*Transaction, error) {
-	sql, args := l.foldedSQL()
-	t, err := scanFolded(q.QueryRow(ctx, sql, args...))
-	if err != nil && !errors.Is(err, errRefused) {
-		return nil, classify(err)
-	}
-	return t, err
-}
-
-// savepoint is the name applySavepoint uses; nesting the same name is legal
-// and RELEASE/ROLLBACK TO address the innermost one.
-const savepoint = "wallet_post"
-
-// applySavepoint runs l's folded statement in tx under a savepoint,
-// pipelined with the SAVEPOINT and RELEASE in one round trip. On failure
-// only the savepoint is rolled back, so the caller's transaction stays
-// usable.
-func applySavepoint(ctx context.Context, tx pgx.Tx, l leg) (*Transaction, error) {
-	sql, args := l.foldedSQL()
-	return inSavepoint(ctx, tx, sql, args, func(br pgx.BatchResults) (*Transaction, error) {
-		return scanFolded(br.QueryRow())
-	})
-}
-
-// inSavepoint runs one statement in tx between SAVEPOINT and RELEASE,
-// pipelined in one round trip, and reads its result with read. On failure
-// only the savepoint is rolled back, so the caller's transaction stays
-// usable; a declined statement (errRefused, *OutstandingDebtError: it
-// changed nothing) is returned as is, with the savepoint released.
-func inSavepoint[T any](ctx context.Context, tx pgx.Tx, sql string, args []any, read func(pgx.BatchResults) (T, error)) (T, error) {
-	b := &pgx.Batch{}
-	b.Queue("SAVEPOINT " + savepoint)
-	b.Queue(sql, args...)
-	b.Queue("RELEASE SAVEPOINT " + savepoint)
-	br := tx.SendBatch(ctx, b)
-	_, err := br.Exec()
-	var out T
-	if err == nil {
-		out, err = read(br)
-	}
-	if err == nil || declined(err) {
-		if _, rerr := br.Exec(); rerr != nil {
-			err = rerr
-		}
-	}
-	if cerr := br.Close(); cerr != nil && (err == nil || declined(err)) {
-		err = cerr
-	}
-	if err != nil && !declined(err) {
-		var zero T
-		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); rerr != nil {
-			return zero, fmt.Errorf("wallet: roll back savepoint after %w: %w", err, rerr)
-		}
-		return zero, classify(err)
-	}
-	return out, err
-}
-
-// declined reports whether err is a statement's answer that it changed
-// nothing, rather than a failure.
-func declined(err error) bool {
-	return errors.Is(err, errRefused) || errors.Is(err, ErrOutstandingDebt)
-}
-
-// errKeyTaken marks a unique violation on the idempotency key: another
-// caller committed the same key first.
-var errKeyTaken = errors.New("wallet: key taken concurrently")
-
-// classify maps PostgreSQL errors to the package's errors.
-func classify(err error) error {
-	var pgErr *pgconn.PgError
-	if err == nil || !errors.As(err, &pgErr) {
-		return err
-	}
-	switch pgErr.Code {
-	case "23505":
-		if pgErr.ConstraintName == "wallet_transactions_idempotency_key_key" {
-			return errKeyTaken
-		}
-	case "22003":
-		return fmt.Errorf("%w: %s", ErrOverflow, pgErr.Message)
-	case "23503":
-		if pgErr.ConstraintName == "wallets_player_id_fkey" {
-			return ErrUnknownPlayer
-		}
-	}
-	return fmt.Errorf("wallet: post: %w", err)
+	return a.txs, nil
 }

@@ -2,9 +2,7 @@ package wallet
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,86 +25,6 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		opts.SparksPerMana = 1
 	}
 	return &Store{pool: pool, sparksPerMana: opts.SparksPerMana}
-}
-
-// Post applies p on its own: the post, its key check included, is one
-// statement in autocommit (one round trip).
-func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
-	start := time.Now()
-	t, err := s.post(ctx, nil, p)
-	observe(p.Kind, start, t != nil && t.Replayed, err)
-	return t, err
-}
-
-// PostTx applies p inside the caller's transaction, under a savepoint: a
-// refused or duplicate post leaves tx usable. The wallet row stays locked
-// until the caller commits or rolls back.
-func (s *Store) PostTx(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction, error) {
-	start := time.Now()
-	t, err := s.post(ctx, tx, p)
-	observe(p.Kind, start, t != nil && t.Replayed, err)
-	return t, err
-}
-
-func (s *Store) post(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction, error) {
-	l, err := newLeg(p)
-	if err != nil {
-		return nil, err
-	}
-	var t *Transaction
-	if tx == nil {
-		t, err = applyFolded(ctx, s.pool, l)
-	} else {
-		t, err = applySavepoint(ctx, tx, l)
-	}
-	switch {
-	case err != nil:
-		return s.rescue(ctx, tx, l, err)
-	case t.Replayed:
-		return l.replay(t)
-	}
-	return t, nil
-}
-
-// rescue answers a post whose statement did not apply. When a concurrent
-// caller committed the same key first (a unique violation, or a refusal
-// because the winner's debit spent the balance we were waiting for), the
-// winner's row is the answer; otherwise err stands.
-func (s *Store) rescue(ctx context.Context, tx pgx.Tx, l leg, err error) (*Transaction, error) {
-	if !errors.Is(err, errKeyTaken) && !errors.Is(err, errRefused) && !errors.Is(err, ErrOverflow) {
-		return nil, err
-	}
-	w, lerr := s.winner(ctx, tx, l.key, errors.Is(err, errKeyTaken))
-	if lerr != nil {
-		return nil, lerr
-	}
-	if w != nil {
-		return l.replay(w)
-	}
-	switch {
-	case errors.Is(err, errRefused):
-		return nil, ErrInsufficientBalance
-	case errors.Is(err, errKeyTaken):
-		return nil, fmt.Errorf("wallet: key %q taken but its transaction is not visible", l.key)
-	}
-	return nil, err
-}
-
-// winner reads the committed transaction under key. Inside a caller's
-// transaction it looks there (a READ COMMITTED statement sees the winner's
-// commit). Only when a unique violation proves that a winner committed but
-// the caller's REPEATABLE READ snapshot predates it does it ask the pool:
-// never otherwise, as a caller holding the pool's last connection would
-// wait forever for a second one.
-func (s *Store) winner(ctx context.Context, tx pgx.Tx, key string, committed bool) (*Transaction, error) {
-	if tx == nil {
-		return lookup(ctx, s.pool, key)
-	}
-	t, err := lookup(ctx, tx, key)
-	if err != nil || t != nil || !committed {
-		return t, err
-	}
-	return lookup(ctx, s.pool, key)
 }
 
 // Credit is Post with Direction Credit.
@@ -156,10 +74,10 @@ func (s *Store) Balances(ctx context.Context, playerID int64) (map[Currency]int6
 // filter, not an index bound, and a deep page would walk every newer row
 // of the wallet before reaching its cursor.
 const (
-	listFirstSQL = `SELECT ` + txColumns + ` FROM wallet_transactions
+	listFirstSQL = `SELECT 'stored', ` + txColumns + ` FROM wallet_transactions
 WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2)
 ORDER BY id DESC LIMIT $3`
-	listBeforeSQL = `SELECT ` + txColumns + ` FROM wallet_transactions
+	listBeforeSQL = `SELECT 'stored', ` + txColumns + ` FROM wallet_transactions
 WHERE wallet_id = (SELECT id FROM wallets WHERE player_id = $1 AND currency = $2) AND id < $4
 ORDER BY id DESC LIMIT $3`
 )
@@ -183,15 +101,13 @@ func (s *Store) Transactions(ctx context.Context, playerID int64, c Currency, lp
 	if err != nil {
 		return nil, fmt.Errorf("wallet: transactions: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Transaction, error) {
-		t, err := scanTx(r)
-		if err != nil {
-			return Transaction{}, err
-		}
-		return *t, nil
-	})
+	a, err := collect(rows)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: transactions: %w", err)
+	}
+	out := make([]Transaction, len(a.txs))
+	for i, t := range a.txs {
+		out[i] = *t
 	}
 	return out, nil
 }
