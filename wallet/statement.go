@@ -12,7 +12,9 @@ package wallet
 //	       in wallet order, applied set-based)
 //	t, e   the tail: each row of ok becomes a wallet_transactions row and
 //	       its two ledger entries; ids are drawn in ok, so the entries need
-//	       no join back. A new ledger column is a change here only.
+//	       no join back. A new ledger column computed from a post's row
+//	       is a change to the tail only (one from a new post parameter
+//	       also adds it to ok's sources, okReturning and setSQL).
 //
 // The statement answers the stored rows as 'replay', the new ones as
 // 'new', and (a conversion) an open debt as one 'debt' row.
@@ -54,7 +56,7 @@ const answerNew = `
 UNION ALL
 SELECT 'new', ` + txColumns + ` FROM t`
 
-// okReturning is what a one-row wallet write returns: leg {n}'s row of ok.
+// okReturning is what a one-row wallet write returns: its leg's row of ok.
 const okReturning = `
     RETURNING {ord} AS ord, nextval('wallet_transactions_id_seq') AS txid, w.id AS wallet_id, w.player_id, w.currency,
         {amount} AS amount, {kind} AS kind, {reference} AS reference, {key} AS key, {account} AS account,

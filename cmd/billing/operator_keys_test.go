@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -184,24 +185,11 @@ func TestOperatorKeysSurviveTheUpgrade(t *testing.T) {
 	_, err = wallet.New(pool, wallet.Options{}).Credit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Sparks,
 		Amount: 3, Kind: wallet.KindAdjustment, Reference: "seed", IdempotencyKey: wallet.CallerKey("not-an-operator")})
 	require.NoError(t, err)
-	keys := func() map[string]int64 {
-		rows, err := pool.Query(ctx, `SELECT idempotency_key, id FROM wallet_transactions`)
-		require.NoError(t, err)
-		out := map[string]int64{}
-		var k string
-		var id int64
-		for rows.Next() {
-			require.NoError(t, rows.Scan(&k, &id))
-			out[k] = id
-		}
-		require.NoError(t, rows.Err())
-		return out
-	}
-	old := keys()
+	old := keysByName(t, pool)
 	before := ledgerState(t, pool)
 
 	runBilling(t, env, "migrate")
-	renamed := keys()
+	renamed := keysByName(t, pool)
 	sum := sha256.Sum256([]byte(long))
 	for oldKey, newKey := range map[string]string{
 		"ops-1": "operator:adjust:ops-1", "ops-2": "operator:adjust:ops-2", "ops-3": "operator:adjust:ops-3",
@@ -216,21 +204,7 @@ func TestOperatorKeysSurviveTheUpgrade(t *testing.T) {
 	require.Equal(t, int64(1), countRows(t, pool, `SELECT count(*) FROM debt_forgiveness WHERE key = 'operator:forgive:fg-1'`))
 
 	p := strconv.FormatInt(player, 10)
-	for _, args := range [][]string{
-		{"--currency", "sparks", "--amount", "40", "--reason", "goodwill", "--key", "ops-1"},
-		{"--currency", "sparks", "--amount", "-5", "--reason", "fix", "--key", "ops-2"},
-		{"--currency", "mana", "--amount", "100", "--reason", "settles", "--key", "ops-3"},
-		{"--currency", "sparks", "--amount", "1", "--reason", "long", "--key", long},
-	} {
-		var adj struct {
-			ID       string `json:"id"`
-			Replayed bool   `json:"replayed"`
-		}
-		out := runBilling(t, env, append([]string{"wallet", "adjust", "--player", p, "--json"}, args...)...)
-		require.NoError(t, json.Unmarshal([]byte(out), &adj), out)
-		require.True(t, adj.Replayed, out)
-		require.Equal(t, strconv.FormatInt(renamed[wallet.OperatorKey(wallet.OperatorAdjust, args[len(args)-1]).String()], 10), adj.ID)
-	}
+	replayOldAdjustments(t, env, p, long, renamed)
 	require.Equal(t, before, ledgerState(t, pool), "the replays moved nothing")
 	// A new debt: the replayed forgiveness must not forgive it.
 	tx := testdb.Begin(t, pool)
@@ -247,4 +221,40 @@ func TestOperatorKeysSurviveTheUpgrade(t *testing.T) {
 	require.Equal(t, forgivenessJSON{PlayerID: player, Mana: 424, Replayed: true}, f)
 	require.Equal(t, owing, ledgerState(t, pool), "the replayed forgiveness forgave nothing new")
 	audittest.RequireClean(t, pool, audit.Options{LedgerOnly: true})
+}
+
+// keysByName is every wallet transaction's id by its key.
+func keysByName(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, id FROM wallet_transactions`)
+	require.NoError(t, err)
+	out := map[string]int64{}
+	var k string
+	var id int64
+	_, err = pgx.ForEachRow(rows, []any{&k, &id}, func() error { out[k] = id; return nil })
+	require.NoError(t, err)
+	return out
+}
+
+// replayOldAdjustments runs oldOperatorRows' adjustments again through
+// wallet adjust: each answers the transaction stored under its key's new
+// name, as a replay.
+func replayOldAdjustments(t *testing.T, env []string, player, long string, stored map[string]int64) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"--currency", "sparks", "--amount", "40", "--reason", "goodwill", "--key", "ops-1"},
+		{"--currency", "sparks", "--amount", "-5", "--reason", "fix", "--key", "ops-2"},
+		{"--currency", "mana", "--amount", "100", "--reason", "settles", "--key", "ops-3"},
+		{"--currency", "sparks", "--amount", "1", "--reason", "long", "--key", long},
+	} {
+		var adj struct {
+			ID       string `json:"id"`
+			Replayed bool   `json:"replayed"`
+		}
+		out := runBilling(t, env, append([]string{"wallet", "adjust", "--player", player, "--json"}, args...)...)
+		require.NoError(t, json.Unmarshal([]byte(out), &adj), out)
+		require.True(t, adj.Replayed, out)
+		key := wallet.OperatorKey(wallet.OperatorAdjust, args[len(args)-1]).String()
+		require.Equal(t, strconv.FormatInt(stored[key], 10), adj.ID)
+	}
 }
