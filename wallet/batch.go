@@ -12,7 +12,7 @@ import (
 
 // PostManyTx applies ps inside the caller's transaction, each exactly as
 // PostTx would: a batch of debits (a batch of fund_day jobs) goes as ONE
-// set statement under a savepoint (setSQL), which answers the stored keys
+// set statement under a savepoint (setRows), which answers the stored keys
 // and applies each wallet's debits that fit; then PostTx takes whatever it
 // could not: a refused debit (the wallet's later debits may fit), a debit
 // of a missing wallet, a key given twice in the batch, every post of a
@@ -92,7 +92,7 @@ func allDebits(legs []leg, order []int) bool {
 // fails its savepoint is rolled back, nothing of it stays, and every post
 // is returned; err is a failure of tx itself.
 func (s *Store) applySet(ctx context.Context, tx pgx.Tx, legs []leg, order []int, out []*Transaction, errs []error) (rest []int, err error) {
-	a, err := inSavepoint(ctx, tx, batchSQL, setArgs(legs, order))
+	a, err := inSavepoint(ctx, tx, batchStatement, setArgs(legs, order))
 	if errors.Is(err, errRollback) {
 		return nil, err
 	}

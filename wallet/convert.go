@@ -58,7 +58,7 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Conve
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.apply(ctx, tx, convSQL, append(debit.args(), credit.args()...))
+	a, err := s.apply(ctx, tx, conversionStatement, append(debit.args(), credit.args()...))
 	switch {
 	case err == nil && a.debt > 0:
 		return nil, &OutstandingDebtError{Mana: a.debt}

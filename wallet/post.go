@@ -37,9 +37,9 @@ func (s *Store) post(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction
 	if err != nil {
 		return nil, err
 	}
-	sql := creditSQL
+	sql := creditStatement
 	if l.delta < 0 {
-		sql = debitSQL
+		sql = debitStatement
 	}
 	a, err := s.apply(ctx, tx, sql, l.args())
 	if err == nil && len(a.txs) == 0 {

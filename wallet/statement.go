@@ -14,7 +14,7 @@ package wallet
 //	       its two ledger entries; ids are drawn in ok, so the entries need
 //	       no join back. A new ledger column computed from a post's row
 //	       is a change to the tail only (one from a new post parameter
-//	       also adds it to ok's sources, okReturning and setSQL).
+//	       also adds it to okReturning and setRows).
 //
 // The statement answers the stored rows as 'replay', the new ones as
 // 'new', and (a conversion) an open debt as one 'debt' row.
@@ -91,15 +91,27 @@ func legSQL(fragment string, i int, name, from, gate string) string {
 		"{reference}", p(5, "text"), "{key}", p(6, "text"), "{account}", p(7, "text")).Replace(fragment)
 }
 
-// oneSQL posts one leg: a debit or a credit.
-func oneSQL(debit bool) string {
+// source is what one post statement applies: its keys (prior's condition
+// on idempotency_key), the CTEs that end in ok (the rows it applies), and
+// any answer of its own beside the tail's.
+type source struct {
+	keys, rows, answers string
+}
+
+// statement is the one post statement: prior, src's rows, the tail.
+func statement(src source) string {
+	return `WITH prior AS (
+    SELECT ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key ` + src.keys + `),
+` + src.rows + "," + tail + src.answers + answerNew
+}
+
+// oneRow is a post's source, one leg: a debit or a credit.
+func oneRow(debit bool) source {
 	row := legSQL(creditRow, 0, "ok", " WHERE "+noPrior, "")
 	if debit {
 		row = legSQL(debitRow, 0, "ok", "", noPrior)
 	}
-	return `WITH prior AS (
-    SELECT ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key = $6::text),
-` + row + "," + tail + answerNew
+	return source{keys: "= $6::text", rows: row}
 }
 
 // debtGuard locks the converting player's debts row before any wallet
@@ -120,24 +132,22 @@ const answerDebt = `
 UNION ALL
 SELECT 'debt', 0, 0, $1::bigint, 'mana', outstanding, '', '', '', 0, now() FROM debt WHERE outstanding > 0`
 
-// pairSQL is a conversion: the Mana debit joins the debt's row (so no
-// wallet is locked before it, none at all for a replay, and an open debt
-// applies nothing), and the Sparks credit reads the debit's row (so the
-// Mana wallet is locked first and a refused debit credits nothing): the
-// lock order debts row, Mana wallet, Sparks wallet.
-func pairSQL() string {
-	return `WITH prior AS (
-    SELECT ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key IN ($6::text, $13::text)),
-` + debtGuard + `
+// pairRows is a conversion's source, two rows: the Mana debit joins the
+// debt's row (so no wallet is locked before it, none at all for a replay,
+// and an open debt applies nothing), and the Sparks credit reads the
+// debit's row (so the Mana wallet is locked first and a refused debit
+// credits nothing): the lock order debts row, Mana wallet, Sparks wallet.
+func pairRows() source {
+	return source{keys: "IN ($6::text, $13::text)", answers: answerDebt, rows: debtGuard + `
 ` + legSQL(debitRow, 0, "debit", "\n    FROM debt", "debt.outstanding = 0") + `,
 ` + legSQL(creditRow, 1, "credit", " FROM debit", "") + `,
 ok AS (
-    SELECT ` + okColumns + ` FROM debit UNION ALL SELECT ` + okColumns + ` FROM credit),` + tail + answerDebt + answerNew
+    SELECT ` + okColumns + ` FROM debit UNION ALL SELECT ` + okColumns + ` FROM credit)`}
 }
 
-// setSQL applies a batch of debits, set-based: $1..$7 are the legs'
-// parameters as arrays, in lock order. A leg whose key is stored comes
-// back as a replay and is not applied. The other legs' wallets are locked
+// setRows is a batch's source, unnest of N debits applied set-based:
+// $1..$7 are the legs' parameters as arrays, in lock order. A leg whose
+// key is stored comes back as a replay and is not applied. The other legs' wallets are locked
 // in (player, currency) order, each leg's balance_after is its wallet's
 // balance plus the running sum of its debits in batch order, and each
 // wallet is updated once. Debits only lower a balance, so the legs that
@@ -145,12 +155,9 @@ ok AS (
 // ones a post-at-a-time run would accept before its first refusal. The
 // rest, and the legs of a wallet that does not exist, are not applied (no
 // row comes back): PostTx takes them, seeing the new balance.
-func setSQL() string {
-	return `WITH v AS (
+const setRows = `v AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
         WITH ORDINALITY AS v(player_id, currency, amount, kind, reference, key, account, ord)),
-prior AS (
-    SELECT ` + txColumns + ` FROM wallet_transactions WHERE idempotency_key = ANY($6::text[])),
 fresh AS (
     SELECT * FROM v WHERE NOT EXISTS (SELECT FROM prior WHERE prior.idempotency_key = v.key)),
 l AS (
@@ -171,15 +178,14 @@ ok AS (
 w AS (
     UPDATE wallets SET balance = last.balance_after, seq = last.seq
     FROM (SELECT DISTINCT ON (wallet_id) wallet_id, balance_after, seq FROM ok ORDER BY wallet_id, ord DESC) last
-    WHERE wallets.id = last.wallet_id),` + tail + answerNew
-}
+    WHERE wallets.id = last.wallet_id)`
 
 // The statements, built once.
 var (
-	debitSQL  = oneSQL(true)
-	creditSQL = oneSQL(false)
-	convSQL   = pairSQL()
-	batchSQL  = setSQL()
+	debitStatement      = statement(oneRow(true))
+	creditStatement     = statement(oneRow(false))
+	conversionStatement = statement(pairRows())
+	batchStatement      = statement(source{keys: "= ANY($6::text[])", rows: setRows})
 )
 
 // DebitStatement is the one statement Post runs for a debit outside a
@@ -188,7 +194,7 @@ var (
 // account. It is exported for benchmarks that run this same SQL with no Go
 // in the path (billing bench wallet), so a ratio against it measures the
 // client, not a different statement.
-func DebitStatement() string { return debitSQL }
+func DebitStatement() string { return debitStatement }
 
 // args are leg l's parameters.
 func (l leg) args() []any {
