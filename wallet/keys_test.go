@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/audit/audittest"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -141,4 +143,74 @@ func TestOperatorKeysHaveANamespacePerPurpose(t *testing.T) {
 	_, err = s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 1, Kind: wallet.KindAdjustment,
 		IdempotencyKey: wallet.CallerKey("same")})
 	require.NoError(t, err, "a caller's key is not an operator's")
+}
+
+// While the system posts an order's fulfilment (the Mana credit that
+// settles the player's debt), operators and callers race it with that
+// very key: every adjustment, forgiveness, conversion and plain post
+// spelling it is refused as reserved, the system's post applies once (one
+// fresh answer, the rest replays of it, one settlement), and the audit is
+// clean.
+func TestReservedKeysRacingTheSystemsPost(t *testing.T) {
+	t.Parallel()
+	const n = 24
+	ctx := context.Background()
+	pool := newPool(t, n+2)
+	s := wallet.New(pool, wallet.Options{})
+	p := newPlayer(t, pool)
+	clawback(t, s, pool, p, 30, "cb")
+	order := wallet.FulfilmentKey(77)
+	credit := wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 100, Kind: wallet.KindPurchase,
+		Reference: "order:77", IdempotencyKey: order, Account: wallet.AccountManaIssued}
+	chosen := []func() error{
+		func() error {
+			_, err := s.Adjust(ctx, wallet.AdjustParams{PlayerID: p, Currency: wallet.Mana, Amount: 100, Reason: "r", Key: order.String()})
+			return err
+		},
+		func() error { _, err := s.ForgiveDebt(ctx, p, order.String(), "r"); return err },
+		func() error {
+			_, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: wallet.CallerKey(order.String())})
+			return err
+		},
+		func() error {
+			_, err := s.Credit(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Mana, Amount: 100, Kind: wallet.KindPurchase,
+				IdempotencyKey: wallet.CallerKey(order.String())})
+			return err
+		},
+	}
+	txs, errs := make([]*wallet.Transaction, n), make([]error, n)
+	race(n, func(i int) {
+		if i%2 == 1 {
+			errs[i] = chosen[(i/2)%len(chosen)]()
+			return
+		}
+		tx, err := pool.Begin(ctx)
+		if err == nil {
+			if txs[i], _, err = s.CreditSettlingTx(ctx, tx, credit); err == nil {
+				err = tx.Commit(ctx)
+			}
+			_ = tx.Rollback(ctx)
+		}
+		errs[i] = err
+	})
+	fresh := 0
+	for i := range n {
+		if i%2 == 1 {
+			requireReserved(t, errs[i], order.String(), "order:")
+			continue
+		}
+		require.NoError(t, errs[i], "system post %d", i)
+		require.Equal(t, txs[0].ID, txs[i].ID)
+		if !txs[i].Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh, "one system post applied, the others replayed it")
+	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = $1`, order.String()))
+	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'debt_settlement'`))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind IN ('adjustment', 'conversion', 'debt_write_off')`))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM debt_forgiveness`))
+	require.Equal(t, int64(70), balance(t, pool, p, wallet.Mana))
+	require.Zero(t, debtOf(t, pool, p))
+	audittest.RequireClean(t, pool, audit.Options{LedgerOnly: true})
 }

@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -257,4 +260,80 @@ func replayOldAdjustments(t *testing.T, env []string, player, long string, store
 		key := wallet.OperatorKey(wallet.OperatorAdjust, args[len(args)-1]).String()
 		require.Equal(t, strconv.FormatInt(stored[key], 10), adj.ID)
 	}
+}
+
+// Operators race an order's own fulfilment with its key: eight `wallet
+// adjust` and `debts forgive` processes given --key order:<id>:fulfilment
+// run while eight callers post that fulfilment's Mana credit. Every command
+// fails naming the reserved namespace, the fulfilment applies once (one
+// fresh post, the others replays of it, the debt settled once), and the
+// audit is clean.
+func TestOperatorsRacingAnOrdersFulfilment(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	ctx := context.Background()
+	dbURL, pool := newDB(t)
+	var player int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO players (name) VALUES ('o') RETURNING id`).Scan(&player))
+	s := wallet.New(pool, wallet.Options{})
+	tx := testdb.Begin(t, pool)
+	_, err := s.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: player, Mana: 30, Key: wallet.CallerKey("cb"), Reference: "t"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	key := wallet.FulfilmentKey(41)
+	p := strconv.FormatInt(player, 10)
+	commands := [][]string{
+		{"wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "100", "--reason", "goodwill", "--key", key.String()},
+		{"wallet", "adjust", "--player", p, "--currency", "mana", "--amount", "-1", "--reason", "fix", "--key", key.String()},
+		{"debts", "forgive", "--player", p, "--reason", "support", "--key", key.String()},
+	}
+	outs, cmdErrs := make([][]byte, n), make([]error, n)
+	txs, errs := make([]*wallet.Transaction, n), make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			cmd := exec.Command(binPath, commands[i%len(commands)]...)
+			cmd.Env = append(os.Environ(), "BILLING_DATABASE_URL="+dbURL)
+			<-start
+			outs[i], cmdErrs[i] = cmd.CombinedOutput()
+		})
+		wg.Go(func() {
+			<-start
+			txs[i], errs[i] = fulfil(ctx, s, pool, player, key)
+		})
+	}
+	close(start)
+	wg.Wait()
+	fresh := 0
+	for i := range n {
+		require.Error(t, cmdErrs[i], "%s", outs[i])
+		require.Contains(t, string(outs[i]), "reserved", "%s", outs[i])
+		require.Contains(t, string(outs[i]), `"order:"`, "%s", outs[i])
+		require.NoError(t, errs[i])
+		require.Equal(t, txs[0].ID, txs[i].ID)
+		if !txs[i].Replayed {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh)
+	require.Equal(t, [4]int64{4, 0, 70, 0}, ledgerState(t, pool), "the clawback (debt, Mana), the fulfilment, its settlement; no debt left")
+	require.Zero(t, countRows(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind IN ('adjustment', 'debt_write_off')`))
+	audittest.RequireClean(t, pool, audit.Options{LedgerOnly: true})
+}
+
+// fulfil posts the Mana an order mints under its key, as the fulfilment
+// worker does: a credit that settles the player's debt first.
+func fulfil(ctx context.Context, s *wallet.Store, pool *pgxpool.Pool, player int64, key wallet.Key) (*wallet.Transaction, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	t, _, err := s.CreditSettlingTx(ctx, tx, wallet.PostParams{PlayerID: player, Currency: wallet.Mana, Amount: 100,
+		Kind: wallet.KindPurchase, Reference: "order", IdempotencyKey: key, Account: wallet.AccountManaIssued})
+	if err != nil {
+		return nil, err
+	}
+	return t, tx.Commit(ctx)
 }
