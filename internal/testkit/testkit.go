@@ -29,6 +29,16 @@ func Catalogue() map[string]fulfillment.SKU {
 	}
 }
 
+// WebhookSecrets are the signing secrets the tests' intake verifies with,
+// by provider.
+func WebhookSecrets() map[string][]string {
+	return map[string][]string{
+		"stripe": {"whsec_test_stripe"},
+		"paddle": {"pdl_ntfset_test_paddle"},
+		"creem":  {"whsec_test_creem"},
+	}
+}
+
 // Quiet is the logger of the tests' workers and clients.
 var Quiet = slog.New(slog.DiscardHandler)
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -30,23 +29,18 @@ import (
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
 	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/testkit"
 	"github.com/fibe-dev/billing/internal/timeline"
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-var catalogue = map[string]fulfillment.SKU{
-	"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000},
-}
+var catalogue = testkit.Catalogue()
 
-var secrets = map[string][]string{
-	"stripe": {"whsec_test_stripe"},
-	"paddle": {"pdl_ntfset_test_paddle"},
-	"creem":  {"whsec_test_creem"},
-}
+var secrets = testkit.WebhookSecrets()
 
-var discard = slog.New(slog.DiscardHandler)
+var discard = testkit.Quiet
 
 // env is one test's database, the real fulfilment and reversal workers,
 // the real webhook intake over HTTP and the checkout service.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -38,13 +37,9 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 
 var catalogue = testkit.Catalogue()
 
-var secrets = map[string][]string{
-	"stripe": {"whsec_test_stripe"},
-	"paddle": {"pdl_ntfset_test_paddle"},
-	"creem":  {"whsec_test_creem"},
-}
+var secrets = testkit.WebhookSecrets()
 
-var discard = slog.New(slog.DiscardHandler)
+var discard = testkit.Quiet
 
 // env is one test's database, River worker and real HTTP server over the
 // real handler.
