@@ -10,6 +10,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/durable"
 )
 
 func newPaymentsCmd() *cobra.Command {
@@ -39,7 +40,14 @@ refunds arrive as the provider's webhooks), is refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
-				p, changed, err := fulfillment.MarkRefunded(ctx, pool, payment, refundID)
+				// The mark is reported done only once a synchronous standby has
+				// it; on ErrNotDurable the same command again is the retry.
+				var p *fulfillment.Payment
+				var changed bool
+				err := durable.Do(ctx, pool, func(conn *pgxpool.Conn) (err error) {
+					p, changed, err = fulfillment.MarkRefunded(ctx, conn, payment, refundID)
+					return err
+				})
 				if err != nil {
 					return err
 				}
