@@ -1,8 +1,9 @@
 package wallet
 
-// This file is the wallet's public contract: the types, constants and
-// errors that its callers (the enforcer, fulfillment, the API) depend on.
-// Implementations live in the other files of the package.
+// This file holds the wallet's core types, constants and errors: what a
+// post takes and answers. The rest of its surface lives beside what it
+// serves: key grammar in keys.go, clawbacks, debts and their accounts in
+// debt.go, adjustments in adjust.go, the audit in audit.go.
 
 import (
 	"errors"

@@ -1,7 +1,8 @@
 // Package hmacsig is the MAC all three payment providers sign webhooks
 // with: HMAC-SHA256 of a prefix (the timestamp and its separator, or
-// nothing) followed by the body. The intake verifies with it (package
-// webhook) and the development provider signs with it (internal/devwebhook).
+// nothing) followed by the body. The drivers verify with it (package
+// provider's signature rules), and the development provider and the
+// drivers' test kit sign with it.
 package hmacsig
 
 import (
