@@ -1,25 +1,166 @@
-package main
+package arch_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"maps"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// These tests read the module's source: they hold the shape of the
-// program's wiring that no behavioural test can (cmd/billing is the one
-// composition root; see also config's deps_test.go).
-
 const module = "github.com/fibe-dev/billing"
+
+// listed is what `go list -deps -test -json` says of one package.
+type listed struct {
+	ImportPath   string
+	Deps         []string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// name is the package p is, or is a test build of.
+func (p listed) name() string {
+	name, _, _ := strings.Cut(p.ImportPath, " ") // "pkg [pkg.test]" for a test build
+	return strings.TrimSuffix(strings.TrimSuffix(name, ".test"), "_test")
+}
+
+// test reports whether p is a test build (its test binary or a package
+// rebuilt for it).
+func (p listed) test() bool { return strings.Contains(p.ImportPath, " [") || strings.HasSuffix(p.ImportPath, ".test") }
+
+// dependsOn reports whether p, or its tests, depend on a package at or
+// below prefix.
+func (p listed) dependsOn(prefix string) (string, bool) {
+	for _, deps := range [][]string{p.Deps, p.Imports, p.TestImports, p.XTestImports} {
+		for _, d := range deps {
+			if d == prefix || strings.HasPrefix(d, prefix+"/") {
+				return d, true
+			}
+		}
+	}
+	return "", false
+}
+
+var (
+	listOnce sync.Once
+	listAll  []listed
+	listErr  error
+)
+
+// packages lists every package of the module, its test builds too, with
+// their dependencies: one go list for every rule.
+func packages(t *testing.T) []listed {
+	t.Helper()
+	listOnce.Do(func() {
+		cmd := exec.Command("go", "list", "-deps", "-test", "-json=ImportPath,Deps,Imports,TestImports,XTestImports", module+"/...")
+		var out []byte
+		if out, listErr = cmd.Output(); listErr != nil {
+			return
+		}
+		for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
+			var p listed
+			if listErr = dec.Decode(&p); listErr != nil {
+				return
+			}
+			listAll = append(listAll, p)
+		}
+	})
+	require.NoError(t, listErr)
+	require.Greater(t, len(listAll), 40, "go list answered for the module's packages")
+	return listAll
+}
+
+// find returns the non-test build of the module's package rel.
+func find(t *testing.T, rel string) listed {
+	t.Helper()
+	for _, p := range packages(t) {
+		if p.ImportPath == module+"/"+rel {
+			return p
+		}
+	}
+	t.Fatalf("go list did not answer for %s", rel)
+	return listed{}
+}
+
+// TestOnlyCmdImportsConfig: cmd/billing is the one composition root. No
+// package below cmd, nor its tests, depends on config; they take their own
+// Options, which cmd/billing builds from the configuration (decision 0011).
+func TestOnlyCmdImportsConfig(t *testing.T) {
+	t.Parallel()
+	for _, p := range packages(t) {
+		name := p.name()
+		if !strings.HasPrefix(name, module) || name == module+"/config" || strings.HasPrefix(name, module+"/cmd/") {
+			continue
+		}
+		_, bad := p.dependsOn(module + "/config")
+		require.False(t, bad, "%s depends on config", p.ImportPath)
+	}
+}
+
+// TestConfigImportsNoDomainPackage: config parses into plain values; it
+// depends on no package of this module.
+func TestConfigImportsNoDomainPackage(t *testing.T) {
+	t.Parallel()
+	for _, d := range find(t, "config").Deps {
+		require.False(t, strings.HasPrefix(d, module+"/"), "config depends on %s", d)
+	}
+}
+
+// TestConsumersKnowNoProvider: what Stripe, Paddle and Creem are lives in
+// their driver packages only. The packages that verify, open, list and
+// refund through drivers (and the money package above all) import no
+// driver and no provider SDK (decision 0010).
+func TestConsumersKnowNoProvider(t *testing.T) {
+	t.Parallel()
+	forbidden := []string{"github.com/stripe/stripe-go", "github.com/PaddleHQ/paddle-go-sdk",
+		module + "/internal/provider/stripe", module + "/internal/provider/paddle", module + "/internal/provider/creem",
+		module + "/internal/provider/drivers"}
+	for _, rel := range []string{"fulfillment", "internal/webhook", "internal/checkout", "internal/reconcile",
+		"internal/httpapi", "jobs", "config"} {
+		p := find(t, rel)
+		for _, d := range p.Deps {
+			for _, f := range forbidden {
+				require.False(t, strings.HasPrefix(d, f), "%s depends on %s", rel, d)
+			}
+		}
+	}
+}
+
+// TestProductionPathsKnowNoDevFixtures: the intake, the HTTP API and the
+// provider drivers (the production paths a provider's delivery takes) do
+// not depend on the development fixtures; only billing dev and tests may.
+func TestProductionPathsKnowNoDevFixtures(t *testing.T) {
+	t.Parallel()
+	for _, rel := range []string{"internal/webhook", "internal/httpapi", "internal/provider/drivers"} {
+		require.NotContains(t, find(t, rel).Deps, module+"/internal/devwebhook", "%s imports devwebhook", rel)
+	}
+}
+
+// TestNothingImportsTheSimulator: the simulator attacks billing from
+// outside; no package's non-test build depends on it.
+func TestNothingImportsTheSimulator(t *testing.T) {
+	t.Parallel()
+	for _, p := range packages(t) {
+		if p.test() || strings.HasPrefix(p.ImportPath, module+"/internal/sim") {
+			continue
+		}
+		for _, d := range p.Deps {
+			require.False(t, strings.HasPrefix(d, module+"/internal/sim"), "%s depends on %s", p.ImportPath, d)
+		}
+	}
+}
 
 // sourceFile is one parsed non-test Go file of the module.
 type sourceFile struct {

@@ -1,0 +1,7 @@
+// Package arch holds the module's layering rules, all of them, as the one
+// test of this package: which packages may depend on which (read from
+// `go list -deps -test`), and the shapes of the program's wiring that no
+// behavioural test can see (read from the source). A rule broken here is a
+// design decision undone; the decision records in docs/decisions say why
+// each rule exists.
+package arch
