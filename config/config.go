@@ -269,66 +269,95 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 		StripeSecretKey: strings.TrimSpace(v.GetString(KeyStripeSecretKey)),
 		StripeAPIURL:    strings.TrimSpace(v.GetString(KeyStripeAPIURL)),
 	}
-	if u, err := url.Parse(c.StripeAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &Error{Key: KeyStripeAPIURL, Err: fmt.Errorf("want an http(s) URL, got %q", c.StripeAPIURL)}
-	}
-	if err := c.validateDatabase(opts.RequireDatabase); err != nil {
-		return nil, err
-	}
-	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		return nil, &Error{Key: KeyHTTPAddr, Err: fmt.Errorf("cannot parse %q: %w", c.HTTPAddr, err)}
-	}
-	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return nil, &Error{Key: KeyMetricsAddr, Err: fmt.Errorf("cannot parse %q: %w", c.MetricsAddr, err)}
+	for _, step := range []func() error{
+		func() error { return c.decodeAddresses(opts.RequireDatabase) },
+		func() error { return c.decodeRuntime(v) },
+		c.validateAccess,
+		func() error { return c.decodeCatalogue(v) },
+		func() error { return c.decodeProviders(v) },
+	} {
+		if err := step(); err != nil {
+			return nil, err
 		}
 	}
-	sched, err := ParseSchedule(c.EnforcerSpec)
-	if err != nil {
-		return nil, &Error{Key: KeyEnforcerSchedule, Err: err}
-	}
-	c.EnforcerSchedule = sched
-	if c.ServiceDayTZ, err = time.LoadLocation(strings.TrimSpace(v.GetString(KeyServiceDayTZ))); err != nil {
-		// LoadLocation's own error already names the zone ("unknown time zone X").
-		return nil, &Error{Key: KeyServiceDayTZ, Err: fmt.Errorf("want an IANA time zone such as Europe/Berlin: %w", err)}
-	}
-	if c.SparksPerMana, err = parsePositive(v.GetString(KeySparksPerMana)); err != nil {
-		return nil, &Error{Key: KeySparksPerMana, Err: err}
-	}
-	if c.ShutdownTimeout, err = time.ParseDuration(v.GetString(KeyShutdownTimeout)); err != nil || c.ShutdownTimeout <= 0 {
-		return nil, &Error{Key: KeyShutdownTimeout, Err: fmt.Errorf("want a positive duration such as 25s, got %q", v.GetString(KeyShutdownTimeout))}
-	}
-	if c.JobTimeout, err = positiveDuration(v, KeyJobTimeout); err != nil {
-		return nil, err
-	}
-	if c.RescueAfter, err = positiveDuration(v, KeyRescueAfter); err != nil {
-		return nil, err
-	}
-	if c.FundAhead, err = time.ParseDuration(v.GetString(KeyFundAhead)); err != nil || c.FundAhead < 0 || c.FundAhead > 12*time.Hour {
-		return nil, &Error{Key: KeyFundAhead, Err: fmt.Errorf("want a duration from 0s (off) to 12h such as 15m, got %q", v.GetString(KeyFundAhead))}
-	}
-	c.BatchComplete = strings.TrimSpace(v.GetString(KeyBatchComplete))
-	if c.RescueAfter < c.JobTimeout {
-		return nil, &Error{Key: KeyRescueAfter, Err: fmt.Errorf("must be at least job_timeout (%v)", c.JobTimeout)}
-	}
-	switch c.LogFormat {
-	case "", "json", "text":
-	default:
-		return nil, &Error{Key: KeyLogFormat, Err: fmt.Errorf("want json or text, got %q", c.LogFormat)}
-	}
-	if c.RiverUIUser != "" && c.RiverUIPassword == "" || c.RiverUIUser == "" && c.RiverUIPassword != "" {
-		return nil, &Error{Key: KeyRiverUIPassword, Err: errors.New("riverui_user and riverui_password must be set together")}
-	}
-	if err := c.decodeCatalogue(v); err != nil {
-		return nil, err
-	}
-	if err := c.decodeProviders(v); err != nil {
-		return nil, err
-	}
+	var err error
 	if c.RateLimit, err = ParseRateLimit(v.GetString(KeyRateLimit)); err != nil {
 		return nil, &Error{Key: KeyRateLimit, Err: err}
 	}
 	return c, nil
+}
+
+// decodeAddresses checks the URLs and listen addresses decode read.
+func (c *Config) decodeAddresses(requireDatabase bool) error {
+	if u, err := url.Parse(c.StripeAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &Error{Key: KeyStripeAPIURL, Err: fmt.Errorf("want an http(s) URL, got %q", c.StripeAPIURL)}
+	}
+	if err := c.validateDatabase(requireDatabase); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return &Error{Key: KeyHTTPAddr, Err: fmt.Errorf("cannot parse %q: %w", c.HTTPAddr, err)}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return &Error{Key: KeyMetricsAddr, Err: fmt.Errorf("cannot parse %q: %w", c.MetricsAddr, err)}
+		}
+	}
+	return nil
+}
+
+// decodeRuntime reads the schedule, the service day's zone, the conversion
+// rate and the durations that bound shutdowns, jobs and funding ahead.
+func (c *Config) decodeRuntime(v *viper.Viper) error {
+	sched, err := ParseSchedule(c.EnforcerSpec)
+	if err != nil {
+		return &Error{Key: KeyEnforcerSchedule, Err: err}
+	}
+	c.EnforcerSchedule = sched
+	if c.ServiceDayTZ, err = time.LoadLocation(strings.TrimSpace(v.GetString(KeyServiceDayTZ))); err != nil {
+		// LoadLocation's own error already names the zone ("unknown time zone X").
+		return &Error{Key: KeyServiceDayTZ, Err: fmt.Errorf("want an IANA time zone such as Europe/Berlin: %w", err)}
+	}
+	if c.SparksPerMana, err = parsePositive(v.GetString(KeySparksPerMana)); err != nil {
+		return &Error{Key: KeySparksPerMana, Err: err}
+	}
+	if c.ShutdownTimeout, err = time.ParseDuration(v.GetString(KeyShutdownTimeout)); err != nil || c.ShutdownTimeout <= 0 {
+		return &Error{Key: KeyShutdownTimeout, Err: fmt.Errorf("want a positive duration such as 25s, got %q", v.GetString(KeyShutdownTimeout))}
+	}
+	return c.decodeJobTimes(v)
+}
+
+// decodeJobTimes reads how long a job may run, when a stuck one is
+// rescued, and how far ahead funding runs.
+func (c *Config) decodeJobTimes(v *viper.Viper) error {
+	var err error
+	if c.JobTimeout, err = positiveDuration(v, KeyJobTimeout); err != nil {
+		return err
+	}
+	if c.RescueAfter, err = positiveDuration(v, KeyRescueAfter); err != nil {
+		return err
+	}
+	if c.FundAhead, err = time.ParseDuration(v.GetString(KeyFundAhead)); err != nil || c.FundAhead < 0 || c.FundAhead > 12*time.Hour {
+		return &Error{Key: KeyFundAhead, Err: fmt.Errorf("want a duration from 0s (off) to 12h such as 15m, got %q", v.GetString(KeyFundAhead))}
+	}
+	c.BatchComplete = strings.TrimSpace(v.GetString(KeyBatchComplete))
+	if c.RescueAfter < c.JobTimeout {
+		return &Error{Key: KeyRescueAfter, Err: fmt.Errorf("must be at least job_timeout (%v)", c.JobTimeout)}
+	}
+	return nil
+}
+
+// validateAccess checks the log format and the River UI's credentials.
+func (c *Config) validateAccess() error {
+	switch c.LogFormat {
+	case "", "json", "text":
+	default:
+		return &Error{Key: KeyLogFormat, Err: fmt.Errorf("want json or text, got %q", c.LogFormat)}
+	}
+	if c.RiverUIUser != "" && c.RiverUIPassword == "" || c.RiverUIUser == "" && c.RiverUIPassword != "" {
+		return &Error{Key: KeyRiverUIPassword, Err: errors.New("riverui_user and riverui_password must be set together")}
+	}
+	return nil
 }
 
 // decodeProviders reads the provider API settings and the reconciliation
