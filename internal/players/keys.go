@@ -162,8 +162,9 @@ func ListKeys(ctx context.Context, db DB, player int64) ([]Key, error) {
 
 // Revoke refuses key id of player from now on: the statement commits on
 // its own, and authentication reads the key on every request, so every
-// request that starts after Revoke returns is refused. changed is false
-// when the key was revoked already (its first revocation stands).
+// request that starts after Revoke returns is refused (one already past
+// its authentication finishes, like any request a moment older). changed
+// is false when the key was revoked already (its first revocation stands).
 func Revoke(ctx context.Context, db DB, player, id int64, reason string) (k Key, changed bool, err error) {
 	reason = strings.TrimSpace(reason)
 	if utf8.RuneCountInString(reason) > maxReasonLen || !utf8.ValidString(reason) || strings.ContainsRune(reason, 0) {

@@ -2,10 +2,13 @@ package players_test
 
 import (
 	"context"
+	"encoding/hex"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -247,4 +250,34 @@ func race(n int, f func(i int)) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// Authentication stays one lookup of the key_hash unique index, expiry and
+// revocation checked on the row it finds: on a table of many keys (some
+// revoked, some rotated) its plan reads one row by the index, never the
+// table.
+func TestAuthenticateIsOneIndexLookup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	_, key, err := players.Create(ctx, pool, "ada")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO players (name) SELECT 'bulk-' || i FROM generate_series(1, 5000) i`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO api_keys (player_id, key_hash, hint, revoked_at, expires_at)
+		SELECT id, sha256(convert_to(name, 'UTF8')), 'bulk', CASE WHEN id % 3 = 0 THEN now() END,
+			CASE WHEN id % 5 = 0 THEN now() + interval '1 hour' END
+		FROM players WHERE name LIKE 'bulk-%'`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE api_keys`)
+	require.NoError(t, err)
+	rows, err := pool.Query(ctx, `EXPLAIN (ANALYZE, FORMAT TEXT) `+strings.Replace(players.AuthenticateSQL, "$1",
+		`'\x`+hex.EncodeToString(players.HashKey(key))+`'::bytea`, 1))
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	require.Contains(t, plan, "Index Scan using api_keys_key_hash_key on api_keys", plan)
+	require.Contains(t, plan, "rows=1 loops=1", plan)
+	require.NotContains(t, plan, "Seq Scan", plan)
 }
