@@ -93,22 +93,7 @@ func TestPlayersKeys(t *testing.T) {
 	require.Contains(t, out, "id="+created.KeyID+" "+listed[1].Hint+" active created=")
 	require.Contains(t, out, "2 keys, 2 working")
 
-	before := keysSnapshot(t, pool)
-	for _, bad := range [][]string{
-		{"revoke", "--player", strconv.FormatInt(bob.ID, 10), "--key-id", created.KeyID},
-		{"revoke", "--player", "999999", "--key-id", created.KeyID},
-		{"list", "--player", "999999"},
-		{"create", "--player", "999999"},
-		{"rotate", "--player", adaID, "--key-id", created.KeyID, "--old-valid-for", "-1h"},
-		{"rotate", "--player", adaID, "--key-id", created.KeyID, "--old-valid-until", "2001-01-01T00:00:00Z"},
-		{"rotate", "--player", adaID, "--key-id", created.KeyID, "--old-valid-for", "1h", "--old-valid-until", "2099-01-01T00:00:00Z"},
-		{"rotate", "--player", adaID},
-	} {
-		code, out := runBillingExit(t, env, append([]string{"players", "keys"}, bad...)...)
-		require.Equal(t, 1, code, "%v: %s", bad, out)
-		require.Regexp(t, `no key|no such player|old-valid|past|several API keys|none of the others`, out, bad)
-	}
-	require.Equal(t, before, keysSnapshot(t, pool), "a refused command changes nothing")
+	requireKeysRefused(t, env, pool, adaID, strconv.FormatInt(bob.ID, 10), created.KeyID)
 
 	out = runBilling(t, env, "players", "keys", "revoke", "--player", adaID, "--key-id", created.KeyID, "--reason", "leaked")
 	require.Contains(t, out, "revoked key "+created.KeyID)
@@ -124,26 +109,7 @@ func TestPlayersKeys(t *testing.T) {
 	require.Equal(t, "leaked", again.RevokeReason)
 	require.False(t, again.Changed, "revoking twice is fine and says so")
 
-	var rot newKeyOut
-	out = runBilling(t, env, "players", "keys", "rotate", "--player", adaID, "--old-valid-for", "1h")
-	require.NoError(t, json.Unmarshal([]byte(out), &rot), out)
-	require.Equal(t, listed[0].ID, rot.RotatedFrom)
-	require.NotNil(t, rot.OldExpiresAt)
-	require.WithinDuration(t, time.Now().Add(time.Hour), *rot.OldExpiresAt, time.Minute)
-	requireKeyOf(t, pool, first, ada.ID)
-	requireKeyOf(t, pool, rot.APIKey, ada.ID)
-	out = runBillingFail(t, env, "players", "keys", "rotate", "--player", adaID, "--key-id", rot.RotatedFrom)
-	require.Contains(t, out, "was rotated to key "+rot.KeyID)
-
-	var now newKeyOut
-	out = runBilling(t, env, "players", "keys", "rotate", "--player", adaID, "--key-id", rot.KeyID, "--old-valid-for", "0", "--json")
-	require.NoError(t, json.Unmarshal([]byte(out), &now), out)
-	requireNotKey(t, pool, rot.APIKey)
-	requireKeyOf(t, pool, now.APIKey, ada.ID)
-	out = runBilling(t, env, "players", "keys", "list", "--player", adaID)
-	require.Contains(t, out, "id="+rot.KeyID+" ")
-	require.Regexp(t, `id=`+rot.KeyID+` \S+ expired .* rotated_from=`+rot.RotatedFrom+` rotated_to=`+now.KeyID, out)
-	require.Contains(t, out, "4 keys, 2 working")
+	requireRotatedByCLI(t, env, pool, ada.ID, first, listed[0].ID)
 }
 
 func requireKeyOf(t *testing.T, pool *pgxpool.Pool, key string, player int64) {
@@ -157,4 +123,55 @@ func requireNotKey(t *testing.T, pool *pgxpool.Pool, key string) {
 	t.Helper()
 	_, err := players.Authenticate(context.Background(), pool, key)
 	require.ErrorIs(t, err, players.ErrUnauthorized)
+}
+
+// requireKeysRefused: commands naming an unknown player, another player's
+// key, a validity that cannot be meant, or no key where two could be meant
+// exit 1 and change no key.
+func requireKeysRefused(t *testing.T, env []string, pool *pgxpool.Pool, adaID, bobID, keyID string) {
+	t.Helper()
+	before := keysSnapshot(t, pool)
+	for _, bad := range [][]string{
+		{"revoke", "--player", bobID, "--key-id", keyID},
+		{"revoke", "--player", "999999", "--key-id", keyID},
+		{"list", "--player", "999999"},
+		{"create", "--player", "999999"},
+		{"rotate", "--player", adaID, "--key-id", keyID, "--old-valid-for", "-1h"},
+		{"rotate", "--player", adaID, "--key-id", keyID, "--old-valid-until", "2001-01-01T00:00:00Z"},
+		{"rotate", "--player", adaID, "--key-id", keyID, "--old-valid-for", "1h", "--old-valid-until", "2099-01-01T00:00:00Z"},
+		{"rotate", "--player", adaID},
+	} {
+		code, out := runBillingExit(t, env, append([]string{"players", "keys"}, bad...)...)
+		require.Equal(t, 1, code, "%v: %s", bad, out)
+		require.Regexp(t, `no key|no such player|old-valid|past|several API keys|none of the others`, out, bad)
+	}
+	require.Equal(t, before, keysSnapshot(t, pool), "a refused command changes nothing")
+}
+
+// requireRotatedByCLI rotates the player's one unrotated key (first, id
+// firstID) for an hour, refuses to rotate it twice, rotates its successor
+// at once, and lists the outcome.
+func requireRotatedByCLI(t *testing.T, env []string, pool *pgxpool.Pool, player int64, first, firstID string) {
+	t.Helper()
+	adaID := strconv.FormatInt(player, 10)
+	var rot newKeyOut
+	out := runBilling(t, env, "players", "keys", "rotate", "--player", adaID, "--old-valid-for", "1h")
+	require.NoError(t, json.Unmarshal([]byte(out), &rot), out)
+	require.Equal(t, firstID, rot.RotatedFrom)
+	require.NotNil(t, rot.OldExpiresAt)
+	require.WithinDuration(t, time.Now().Add(time.Hour), *rot.OldExpiresAt, time.Minute)
+	requireKeyOf(t, pool, first, player)
+	requireKeyOf(t, pool, rot.APIKey, player)
+	out = runBillingFail(t, env, "players", "keys", "rotate", "--player", adaID, "--key-id", rot.RotatedFrom)
+	require.Contains(t, out, "was rotated to key "+rot.KeyID)
+
+	var now newKeyOut
+	out = runBilling(t, env, "players", "keys", "rotate", "--player", adaID, "--key-id", rot.KeyID, "--old-valid-for", "0", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &now), out)
+	requireNotKey(t, pool, rot.APIKey)
+	requireKeyOf(t, pool, now.APIKey, player)
+	out = runBilling(t, env, "players", "keys", "list", "--player", adaID)
+	require.Contains(t, out, "id="+rot.KeyID+" ")
+	require.Regexp(t, `id=`+rot.KeyID+` \S+ expired .* rotated_from=`+rot.RotatedFrom+` rotated_to=`+now.KeyID, out)
+	require.Contains(t, out, "4 keys, 2 working")
 }
