@@ -28,6 +28,19 @@
 //	var apiErr *fibe.APIError
 //	if errors.As(err, &apiErr) && apiErr.Code == "marquee_not_funded" { ... }
 //
+// # Rotating the API key
+//
+// A Client keeps the API key it was made with. An operator rotates a key
+// with `billing players keys rotate --player ID`: it prints the new key
+// once, and the old key keeps working for 24 hours by default
+// (--old-valid-for, --old-valid-until), so a process can move over without
+// an outage: make a Client with the new key and swap it in (see the
+// example); calls in flight finish under the old key. Idempotency-Keys
+// belong to the player, not to the API key, so a call retried with the new
+// key and the same Idempotency-Key replays the first answer. A revoked key
+// (`billing players keys revoke`), or a rotated one past its time, answers
+// 401 "unauthorized" from its next request on; a 401 is never retried.
+//
 // This package uses only the standard library.
 package fibe
 

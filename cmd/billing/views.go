@@ -1,9 +1,11 @@
 package main
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -63,4 +65,40 @@ type forgivenessJSON struct {
 	PlayerID int64 `json:"player_id,string"`
 	Mana     int64 `json:"mana"` // forgiven by this key (0: there was nothing to forgive)
 	Replayed bool  `json:"replayed"`
+}
+
+type apiKeyJSON struct {
+	ID           int64      `json:"id,string"`
+	PlayerID     int64      `json:"player_id,string"`
+	Hint         string     `json:"hint"`  // "bk_…1a2b": the key's last four characters, never the key
+	State        string     `json:"state"` // active, expiring, expired, revoked
+	CreatedAt    time.Time  `json:"created_at"`
+	ExpiresAt    *time.Time `json:"expires_at"`
+	RevokedAt    *time.Time `json:"revoked_at"`
+	RevokeReason string     `json:"revoke_reason,omitempty"`
+	RotatedFrom  string     `json:"rotated_from,omitempty"` // the key id this one replaced
+	RotatedTo    string     `json:"rotated_to,omitempty"`   // the key id that replaced this one
+}
+
+func viewAPIKey(k players.Key) apiKeyJSON {
+	return apiKeyJSON{ID: k.ID, PlayerID: k.PlayerID, Hint: k.Masked(), State: k.State, CreatedAt: k.CreatedAt,
+		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, RevokeReason: k.RevokeReason,
+		RotatedFrom: idOrEmpty(k.RotatedFrom), RotatedTo: idOrEmpty(k.RotatedTo)}
+}
+
+// newAPIKeyJSON is what prints a new key, the only time it is shown.
+type newAPIKeyJSON struct {
+	PlayerID string `json:"player_id"`
+	KeyID    string `json:"key_id"`
+	APIKey   string `json:"api_key"`
+	// The rotated key, and when it stops working (rotate only).
+	RotatedFrom  string     `json:"rotated_from,omitempty"`
+	OldExpiresAt *time.Time `json:"old_expires_at,omitempty"`
+}
+
+func idOrEmpty(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatInt(id, 10)
 }

@@ -80,7 +80,10 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 }
 
 // authenticate resolves "Authorization: Bearer <key>" to a player, or
-// answers 401. Only a hash of the key is looked up (package players).
+// answers 401. Only a hash of the key is looked up (package players), on
+// every request and with no cache in any process: a key revoked or past
+// its rotation's end answers 401 from its next request on. The lookup is
+// one read of a unique index; a cache would make revocation late.
 func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")

@@ -1,8 +1,15 @@
 // Package players owns players and their API keys.
 //
-// An API key is shown once, at creation; only its SHA-256 is stored, so a
-// leaked database does not leak working keys. Keys are 32 random bytes, so a
-// plain (unsalted) hash is safe against guessing.
+// An API key is shown once, at creation; only its SHA-256 (and its last
+// four characters, to tell keys apart) is stored, so a leaked database does
+// not leak working keys. Keys are 32 random bytes, so a plain (unsalted)
+// hash is safe against guessing.
+//
+// A player may hold several keys. An operator revokes one (it is refused
+// from the next request on) or rotates it: a successor is made and the old
+// key keeps working until a chosen time, so clients can move over without
+// an outage. Authenticate reads the key's row on every request, with no
+// cache, so a revocation or an expiry holds at once in every process.
 package players
 
 import (
@@ -24,8 +31,9 @@ import (
 const keyPrefix = "bk_"
 
 var (
-	// ErrUnauthorized is a missing, malformed, unknown or revoked API key.
-	ErrUnauthorized = errors.New("players: unknown or revoked API key")
+	// ErrUnauthorized is a missing, malformed, unknown, revoked or expired
+	// API key.
+	ErrUnauthorized = errors.New("players: unknown, revoked or expired API key")
 	// ErrInvalidName is an empty or over-long player name.
 	ErrInvalidName = errors.New("players: name must be 1 to 200 characters")
 )
@@ -53,8 +61,8 @@ func Create(ctx context.Context, db DB, name string) (Player, string, error) {
 	var p Player
 	err = db.QueryRow(ctx, `
 		WITH p AS (INSERT INTO players (name) VALUES ($1) RETURNING id, name, created_at),
-		     k AS (INSERT INTO api_keys (player_id, key_hash) SELECT id, $2 FROM p)
-		SELECT id, name, created_at FROM p`, name, HashKey(key)).Scan(&p.ID, &p.Name, &p.CreatedAt)
+		     k AS (INSERT INTO api_keys (player_id, key_hash, hint) SELECT id, $2, $3 FROM p)
+		SELECT id, name, created_at FROM p`, name, HashKey(key), hintOf(key)).Scan(&p.ID, &p.Name, &p.CreatedAt)
 	if err != nil {
 		return Player{}, "", fmt.Errorf("players: create: %w", err)
 	}
@@ -76,13 +84,20 @@ func HashKey(key string) []byte {
 	return sum[:]
 }
 
-// Authenticate returns the id of the player owning key.
+// authenticateSQL is one lookup of the key_hash unique index. It reads the
+// row each time, by the clock of the database: no cache may keep a revoked
+// or expired key working in any process.
+const authenticateSQL = `SELECT player_id FROM api_keys
+	WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`
+
+// Authenticate returns the id of the player owning key, if the key is
+// neither revoked nor expired.
 func Authenticate(ctx context.Context, db DB, key string) (int64, error) {
 	if !strings.HasPrefix(key, keyPrefix) || len(key) > 200 {
 		return 0, ErrUnauthorized
 	}
 	var id int64
-	err := db.QueryRow(ctx, `SELECT player_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, HashKey(key)).Scan(&id)
+	err := db.QueryRow(ctx, authenticateSQL, HashKey(key)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrUnauthorized
 	}

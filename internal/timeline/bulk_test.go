@@ -10,7 +10,7 @@ import (
 
 // bulkSQL gives every table a timeline reads n rows of other players'
 // histories (orders paid, their events, jobs, payments with an alias, a
-// refund each, clawback and debt legs, forgiveness, replay-cache keys),
+// refund each, clawback and debt legs, forgiveness, replay-cache keys, API keys),
 // then analyzes them, so that the planner weighs a lookup against a
 // table too large to read whole, as in production. The rows are shaped
 // like the real ones; they are not a consistent ledger (no audit runs on
@@ -59,6 +59,9 @@ var bulkSQL = []string{
 	UNION ALL SELECT id, 'adjustments', NULL, currency, -amount, NULL, NULL FROM wallet_transactions WHERE reference = 'bulk'`,
 	`INSERT INTO debts (player_id, outstanding) SELECT id, CASE WHEN id % 50 = 0 THEN 5 ELSE 0 END FROM players WHERE name LIKE 'bulk-%'`,
 	`INSERT INTO debt_forgiveness (key, player_id, mana, reason) SELECT 'bulk-' || id, id, 0, 'bulk' FROM players WHERE name LIKE 'bulk-%'`,
+	`INSERT INTO api_keys (player_id, key_hash, hint)
+	SELECT id, sha256(convert_to('bulk-' || id || '-' || k, 'UTF8')), 'bulk' FROM players CROSS JOIN generate_series(1, 2) k
+	WHERE name LIKE 'bulk-%'`,
 	`ANALYZE`,
 }
 

@@ -89,6 +89,9 @@ func playerTimeline(ctx context.Context, q dbtx.DB, id int64, since time.Time) (
 		return nil, err
 	}
 	t := h.timeline(Subject{Kind: SubjectPlayer, ID: strconv.FormatInt(id, 10), Since: sinceOrNil(since)}, h.playerVerdict(p, since))
+	if err := addKeyLines(ctx, q, id, t); err != nil {
+		return nil, err
+	}
 	t.Lines = slices.DeleteFunc(t.Lines, func(l Line) bool { return l.At.Before(since) })
 	t.Notes = truncationNotes(p, txs)
 	return t, nil

@@ -1,0 +1,4 @@
+package players
+
+// AuthenticateSQL is the statement every API request runs, for its plan test.
+const AuthenticateSQL = authenticateSQL
