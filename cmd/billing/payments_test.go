@@ -32,11 +32,11 @@ func TestPaymentsListShowsPartialRefund(t *testing.T) {
 	o, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(), fulfillment.CheckoutParams{PlayerID: player,
 		SKU: "mana_1000", Provider: provider.Stripe})
 	require.NoError(t, err)
-	for _, pi := range []string{"pi_first", "pi_second"} {
+	for i, pi := range []string{"pi_first", "pi_second"} { // one after the other: the first one applies
 		enqueue(t, pool, client, fulfillment.FulfillOrderArgs{OrderID: o.ID, EventID: "evt_" + pi, Provider: provider.Stripe,
 			PaidAmount: o.Amount, PaidCurrency: o.Currency, PaymentID: pi})
+		testkit.JobsOn(pool).Wait(t, testkit.Kind("fulfill_order"), i+1, testkit.WaitOptions{})
 	}
-	testkit.JobsOn(pool).Wait(t, testkit.Kind("fulfill_order"), 2, testkit.WaitOptions{})
 	enqueue(t, pool, client, fulfillment.ReversePaymentArgs{Provider: provider.Stripe, EventID: "evt_refund",
 		PaymentID: "pi_first", ReversalID: "charge:ch_first", ReversalKind: fulfillment.ReversalRefund,
 		State: fulfillment.StateSucceeded, Amount: o.Amount / 2, Currency: o.Currency})
