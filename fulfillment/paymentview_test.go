@@ -21,6 +21,7 @@ func TestPaymentViewsDoubleChargeRefundsAndDispute(t *testing.T) {
 	ctx := context.Background()
 	e := newReversalEnv(t)
 	o := e.buy("pi_a")
+	waitJobs(t, e.pool, 1) // pi_a applies: the second payment is the double charge
 	payWith(t, e.pool, e.client, "stripe", "evt_pi_b", "pi_b", o.ID, 999, "usd")
 	waitJobs(t, e.pool, 2)
 	views, err := fulfillment.OrderPayments(ctx, e.pool, o.ID)
@@ -74,6 +75,7 @@ func TestPaymentViewsRefundedByUs(t *testing.T) {
 	ctx := context.Background()
 	e := newReversalEnv(t)
 	o := e.buy("pi_a")
+	waitJobs(t, e.pool, 1) // pi_a applies: the second payment is the double charge
 	payWith(t, e.pool, e.client, "stripe", "evt_pi_b", "pi_b", o.ID, 999, "usd")
 	waitJobs(t, e.pool, 2)
 	views, err := fulfillment.OrderPayments(ctx, e.pool, o.ID)
