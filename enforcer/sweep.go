@@ -23,6 +23,13 @@ type SweepOptions struct {
 	PaidFrom time.Time
 	// Progress, when set, is called after each batch with the totals so far.
 	Progress func(SweepResult)
+	// DryRun enqueues nothing: the sweep pages the due Marquees as it
+	// would, and counts as Enqueued those it would enqueue and as
+	// AlreadyQueued those whose job for the day is queued already.
+	DryRun bool
+	// Planned, when set on a dry run, receives each batch's Marquees that
+	// would be enqueued (calls are serialised).
+	Planned func(ids []int64)
 }
 
 // SweepResult summarises a sweep.
@@ -58,11 +65,14 @@ func (s *Service) Sweep(ctx context.Context, client *river.Client[pgx.Tx], opts 
 	for range s.sweepWorkers {
 		g.Go(func() error {
 			for ids := range batches {
-				enqueued, dup, err := s.enqueueBatch(gctx, client, ids, res.Day)
+				enqueued, dup, planned, err := s.sweepBatch(gctx, client, ids, res.Day, opts.DryRun)
 				if err != nil {
 					return err
 				}
 				mu.Lock()
+				if opts.Planned != nil && len(planned) > 0 {
+					opts.Planned(planned)
+				}
 				res.Seen += len(ids)
 				res.Enqueued += enqueued
 				res.AlreadyQueued += dup
@@ -77,7 +87,7 @@ func (s *Service) Sweep(ctx context.Context, client *river.Client[pgx.Tx], opts 
 	}
 	err := g.Wait()
 	res.Took = time.Since(started)
-	if err != nil {
+	if err != nil || opts.DryRun {
 		return res, err
 	}
 	sweepsTotal.Inc()
@@ -109,6 +119,39 @@ func (s *Service) pageDue(ctx context.Context, end, paidFrom time.Time, out chan
 		}
 		after = ids[len(ids)-1]
 	}
+}
+
+// sweepBatch enqueues ids' jobs for day, or on a dry run only says which
+// it would enqueue.
+func (s *Service) sweepBatch(ctx context.Context, client *river.Client[pgx.Tx], ids []int64, day string, dryRun bool) (enqueued, dup int, planned []int64, err error) {
+	if !dryRun {
+		enqueued, dup, err = s.enqueueBatch(ctx, client, ids, day)
+		return enqueued, dup, nil, err
+	}
+	planned, err = notQueued(ctx, s.pool, ids, day)
+	return len(planned), len(ids) - len(planned), planned, err
+}
+
+// notQueued returns the ids among ids whose fund_day job for day is not in
+// a state that makes River skip a new one (fundDayUniqueStates): the jobs
+// a sweep would insert. The args containment uses River's GIN index.
+func notQueued(ctx context.Context, db DB, ids []int64, day string) ([]int64, error) {
+	states := make([]string, len(fundDayUniqueStates))
+	for i, st := range fundDayUniqueStates {
+		states[i] = string(st)
+	}
+	rows, err := db.Query(ctx, `SELECT id FROM unnest($1::bigint[]) AS m(id)
+		WHERE NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'fund_day'
+			AND j.args @> jsonb_build_object('marquee_id', m.id, 'day', $2::text) AND j.state::text = ANY($3))
+		ORDER BY id`, ids, day, states)
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: dry run: queued fund_day jobs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: dry run: queued fund_day jobs: %w", err)
+	}
+	return out, nil
 }
 
 // enqueueBatch inserts the fund_day jobs of ids for day in one transaction

@@ -168,3 +168,43 @@ func TestSweepHundredThousand(t *testing.T) {
 	require.Equal(t, int64(n), e.count(`SELECT count(*) FROM river_job WHERE kind = 'fund_day'`))
 	t.Logf("sweep+enqueue of %d Marquees took %v (race detector: %v)", n, res.Took, raceEnabled)
 }
+
+// TestSweepDryRun: a dry run pages the same Marquees as a sweep, says which
+// it would enqueue and which are queued already, and inserts nothing.
+func TestSweepDryRun(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2024, 3, 10, 12, 0, 0, 0, utc)
+	e := newEnv(t, 6, utc, now)
+	p := e.player(50 * 100)
+	_, err := e.pool.Exec(e.ctx, `INSERT INTO marquees (player_id, name, plan, daily_price)
+		SELECT $1, 'm' || g, 'standard', 100 FROM generate_series(1, 150) g`, p)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `UPDATE marquees SET desired_state = 'stopped' WHERE id % 10 = 0`)
+	require.NoError(t, err)
+	inserter := e.client(clientOpts{})
+	var planned []int64
+	dry := enforcer.SweepOptions{DryRun: true, Planned: func(ids []int64) { planned = append(planned, ids...) }}
+	res, err := e.svc.Sweep(e.ctx, inserter, dry)
+	require.NoError(t, err)
+	require.Equal(t, enforcer.SweepResult{Day: "2024-03-10", Seen: 135, Enqueued: 135, Took: res.Took}, *res)
+	require.Len(t, planned, 135)
+	require.Zero(t, e.count(`SELECT count(*) FROM river_job`), "a dry run enqueues nothing")
+
+	// Half of them queued for real (odd ids); the dry run then plans the rest.
+	_, err = e.svc.Sweep(e.ctx, inserter, enforcer.SweepOptions{})
+	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `DELETE FROM river_job WHERE (args->>'marquee_id')::bigint % 2 = 0`)
+	require.NoError(t, err)
+	queued := e.count(`SELECT count(*) FROM river_job`)
+	planned = nil
+	res, err = e.svc.Sweep(e.ctx, inserter, dry)
+	require.NoError(t, err)
+	require.Equal(t, 135, res.Seen)
+	require.Equal(t, int(queued), res.AlreadyQueued)
+	require.Equal(t, 135-int(queued), res.Enqueued)
+	require.Len(t, planned, res.Enqueued)
+	for _, id := range planned {
+		require.Zero(t, id%2, "only the Marquees whose job is not queued: %d", id)
+	}
+	require.Equal(t, queued, e.count(`SELECT count(*) FROM river_job`), "still nothing enqueued")
+}

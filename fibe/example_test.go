@@ -132,6 +132,33 @@ func ExampleOrdersService_Get() {
 	// Output: refunded 333 of 999 usd, 334 of 1000 Mana clawed back
 }
 
+// Answer "was I charged twice?": the order lists every payment received
+// for it. A second payment minted nothing and shows unapplied until it is
+// refunded; each payment lists its refunds and disputes.
+func ExampleOrder_Unapplied() {
+	srv := startFakeAPI()
+	defer srv.Close()
+	client := fibe.NewClient(srv.URL, "bk_your_api_key")
+
+	order, err := client.Orders.Get(context.Background(), "10")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(order.Payments), "payments,", len(order.Unapplied()), "to be refunded")
+	for _, p := range order.Payments {
+		fmt.Println(p.PaymentID, p.Status, p.Amount, p.Currency, "refunded", p.RefundedAmount)
+		for _, r := range p.Reversals {
+			fmt.Println("  ", r.Kind, r.ID, r.State, r.Amount)
+		}
+	}
+	// Output:
+	// 2 payments, 1 to be refunded
+	// cs_test_10 partially_refunded 999 usd refunded 333
+	//    refund charge:ch_10 succeeded 333
+	//    dispute dp_10 open 100
+	// cs_test_again_10 unapplied 999 usd refunded 0
+}
+
 // startFakeAPI serves just enough of the API for the examples, including the
 // replay of a repeated Idempotency-Key.
 func startFakeAPI() *httptest.Server {
@@ -177,6 +204,18 @@ func startFakeAPI() *httptest.Server {
 			reply(w, http.StatusOK, `{"id":"9","sku":"mana_1000","provider":"stripe","amount":999,"currency":"usd",`+
 				`"mana":1000,"status":"partially_refunded","created_at":"2026-01-02T03:04:05Z",`+
 				`"fulfilled_at":"2026-01-02T03:05:00Z","refunded_amount":333,"clawed_back_mana":334}`)
+		case r.URL.Path == "/v1/orders/10":
+			reply(w, http.StatusOK, `{"id":"10","sku":"mana_1000","provider":"stripe","amount":999,"currency":"usd",`+
+				`"mana":1000,"status":"disputed","created_at":"2026-01-02T03:04:05Z","fulfilled_at":"2026-01-02T03:05:00Z",`+
+				`"refunded_amount":333,"clawed_back_mana":434,"payments":[`+
+				`{"provider":"stripe","payment_id":"cs_test_10","amount":999,"currency":"usd","status":"partially_refunded",`+
+				`"refunded_amount":333,"mana":1000,"created_at":"2026-01-02T03:05:00Z","reversals":[`+
+				`{"id":"charge:ch_10","kind":"refund","state":"succeeded","amount":333,"currency":"usd",`+
+				`"created_at":"2026-01-03T10:00:00Z","updated_at":"2026-01-03T10:00:00Z"},`+
+				`{"id":"dp_10","kind":"dispute","state":"open","amount":100,"currency":"usd",`+
+				`"created_at":"2026-01-04T10:00:00Z","updated_at":"2026-01-04T10:00:00Z"}]},`+
+				`{"provider":"stripe","payment_id":"cs_test_again_10","amount":999,"currency":"usd","status":"unapplied",`+
+				`"refunded_amount":0,"mana":0,"created_at":"2026-01-02T03:06:00Z","reversals":[]}]}`)
 		case r.URL.Path == "/v1/conversions" && strings.Contains(string(body), `"mana":100}`):
 			reply(w, http.StatusCreated, `{"mana_debit":{"id":"1","amount":-100,"balance_after":0},"sparks_credit":{"id":"2","amount":100,"balance_after":100}}`)
 		case r.URL.Path == "/v1/conversions":

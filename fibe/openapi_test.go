@@ -46,6 +46,8 @@ func TestTypesMatchOpenAPI(t *testing.T) {
 		"Conversion":          fibe.Conversion{},
 		"ConversionRequest":   fibe.ConversionParams{},
 		"Order":               fibe.Order{},
+		"OrderPayment":        fibe.OrderPayment{},
+		"PaymentReversal":     fibe.PaymentReversal{},
 		"CheckoutRequest":     fibe.CheckoutParams{},
 		"Marquee":             fibe.Marquee{},
 		"MarqueeList":         fibe.MarqueeList{},
@@ -104,6 +106,7 @@ func TestExampleOrdersMatchOpenAPI(t *testing.T) {
 	for _, req := range []struct{ method, path, body string }{
 		{http.MethodPost, "/v1/checkouts", `{"sku":"mana_1000","provider":"stripe"}`},
 		{http.MethodGet, "/v1/orders/9", ""},
+		{http.MethodGet, "/v1/orders/10", ""},
 	} {
 		r, err := http.NewRequest(req.method, srv.URL+req.path, strings.NewReader(req.body))
 		require.NoError(t, err)

@@ -136,6 +136,58 @@ type Order struct {
 	// units; ClawedBackMana the Mana taken back for refunds and disputes.
 	RefundedAmount int64 `json:"refunded_amount"`
 	ClawedBackMana int64 `json:"clawed_back_mana"`
+
+	// Payments are the payments received for the order, oldest first, each
+	// with its refunds and disputes: set by OrdersService.Get (empty while
+	// nothing was paid), not by CheckoutsService.Create.
+	Payments []OrderPayment `json:"payments,omitempty"`
+}
+
+// Unapplied returns the order's payments that minted nothing and were not
+// given back in full: a customer charged twice has one here until the
+// second payment is refunded.
+func (o *Order) Unapplied() []OrderPayment {
+	var out []OrderPayment
+	for _, p := range o.Payments {
+		if p.Status == PaymentUnapplied {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Payment statuses (OrderPayment.Status).
+const (
+	PaymentApplied           = "applied"            // it minted the order's Mana
+	PaymentUnapplied         = "unapplied"          // it minted nothing and is to be refunded
+	PaymentPartiallyRefunded = "partially_refunded" // applied, part of it refunded
+	PaymentRefunded          = "refunded"           // all of it refunded
+)
+
+// OrderPayment is one payment the provider reported for an order.
+type OrderPayment struct {
+	Provider  string `json:"provider"`
+	PaymentID string `json:"payment_id"` // the provider's id of the payment
+	Amount    int64  `json:"amount"`     // minor units of Currency
+	Currency  string `json:"currency"`
+	Status    string `json:"status"`
+	// RefundedAmount is what its refunds gave back, at most Amount.
+	RefundedAmount int64     `json:"refunded_amount"`
+	Mana           int64     `json:"mana"` // Mana it minted: 0 when unapplied
+	CreatedAt      time.Time `json:"created_at"`
+	// Reversals are its refunds and disputes as the provider reported them.
+	Reversals []PaymentReversal `json:"reversals"`
+}
+
+// PaymentReversal is a refund or a dispute of a payment.
+type PaymentReversal struct {
+	ID        string    `json:"id"`    // the provider's refund or dispute id, as billing keys it
+	Kind      string    `json:"kind"`  // "refund" or "dispute"
+	State     string    `json:"state"` // "succeeded" (refunds); "open", "won" or "lost" (disputes)
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // CheckoutParams start a purchase of a SKU through a payment provider
@@ -161,7 +213,9 @@ func (s *CheckoutsService) Create(ctx context.Context, p CheckoutParams) (*Order
 // OrdersService reads orders.
 type OrdersService struct{ c *Client }
 
-// Get returns one of the player's orders.
+// Get returns one of the player's orders with its payments (Payments):
+// whether the customer was charged twice, and what went back. Another
+// player's order is not_found (404).
 func (s *OrdersService) Get(ctx context.Context, id string) (*Order, error) {
 	var out Order
 	resp, err := s.c.do(ctx, http.MethodGet, "/v1/orders/"+url.PathEscape(id), nil, nil, &out)

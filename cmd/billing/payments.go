@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -110,20 +111,24 @@ func newPaymentsListCmd() *cobra.Command {
 		Use:   "list [--unapplied] [--order ID] [--json]",
 		Short: "List recorded payments, oldest first",
 		Long: `list prints every recorded provider payment: the order it paid, amount,
-currency, the Mana it minted and its status. applied minted the order's Mana;
-unapplied is money received that minted nothing (a second, distinct payment
-for an order already paid, or a payment the order refused) and must be
-refunded; refunded is an unapplied payment refunded through the provider's API
-(or marked refunded by hand: billing payments mark-refunded). id is the row id
-that mark-refunded takes.`,
+currency, the Mana it minted, what was refunded and its status, as the API
+shows it (GET /v1/orders/{id}). applied minted the order's Mana;
+partially_refunded is an applied payment whose refunds at the provider cover
+part of it; unapplied is money received that minted nothing (a second,
+distinct payment for an order already paid, or a payment the order refused)
+and must be refunded; refunded is a payment whose refunds cover all of it, or
+an unapplied payment refunded through the provider's API (or marked refunded
+by hand: billing payments mark-refunded). --unapplied lists only the ones
+still to refund. id is the row id that mark-refunded takes. With --json each
+payment also lists its refunds and disputes ("reversals").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
-				ps, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: unapplied, OrderID: order})
+				ps, err := fulfillment.PaymentViews(ctx, pool, fulfillment.PaymentViewParams{UnappliedOnly: unapplied, OrderID: order})
 				if err != nil {
 					return err
 				}
-				return printPayments(cmd.OutOrStdout(), ps, asJSON)
+				return printPaymentViews(cmd.OutOrStdout(), ps, asJSON)
 			})
 		},
 	}
@@ -133,15 +138,29 @@ that mark-refunded takes.`,
 	return c
 }
 
-func printPayments(out io.Writer, ps []fulfillment.Payment, asJSON bool) error {
+func printPaymentViews(out io.Writer, ps []fulfillment.PaymentView, asJSON bool) error {
 	if asJSON {
-		views := make([]paymentJSON, len(ps))
+		views := make([]paymentViewJSON, len(ps))
 		for i, p := range ps {
-			views[i] = viewPayment(p)
+			views[i] = viewPaymentView(p)
 		}
 		return printList(out, views, true, nil, "")
 	}
-	return printList(out, ps, false, paymentLine, count(len(ps), "payment"))
+	return printList(out, ps, false, paymentViewLine, count(len(ps), "payment"))
+}
+
+// paymentViewLine is paymentLine with the shown status and what went back.
+func paymentViewLine(v fulfillment.PaymentView) string {
+	p := v.Payment
+	p.Status = v.Status
+	s := paymentLine(p)
+	if v.RefundedAmount > 0 {
+		s += fmt.Sprintf(" refunded=%d", v.RefundedAmount)
+	}
+	for _, f := range v.Reversals {
+		s += fmt.Sprintf(" %s=%s:%s:%d", f.Kind, f.ReversalID, f.State, f.Amount)
+	}
+	return s
 }
 
 func paymentLine(p fulfillment.Payment) string {
@@ -154,4 +173,33 @@ func paymentLine(p fulfillment.Payment) string {
 		s += fmt.Sprintf(" reason=%q", p.Reason)
 	}
 	return s
+}
+
+// paymentViewJSON is a payments list --json item: the payment with its
+// shown status (fulfillment.PaymentView), what went back, and its facts.
+type paymentViewJSON struct {
+	paymentJSON
+	RefundedAmount int64          `json:"refunded_amount"`
+	Reversals      []reversalJSON `json:"reversals"`
+}
+
+type reversalJSON struct {
+	ID        string    `json:"id"`
+	Kind      string    `json:"kind"`
+	State     string    `json:"state"`
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func viewPaymentView(v fulfillment.PaymentView) paymentViewJSON {
+	out := paymentViewJSON{paymentJSON: viewPayment(v.Payment), RefundedAmount: v.RefundedAmount,
+		Reversals: make([]reversalJSON, len(v.Reversals))}
+	out.Status = v.Status
+	for i, f := range v.Reversals {
+		out.Reversals[i] = reversalJSON{ID: f.ReversalID, Kind: f.Kind, State: f.State, Amount: f.Amount,
+			Currency: f.Currency, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
+	}
+	return out
 }

@@ -110,6 +110,56 @@ func (c *conformance) disputeCalls(alice player) {
 	c.waitOrder(alice, id, "disputed")
 }
 
+// TestOpenAPIConformanceOrderPayments: an order charged twice (the second
+// payment's automatic refund refused by Stripe, so it stays unapplied),
+// its first payment partly refunded and disputed, answers GET
+// /v1/orders/{id} with both payments, their statuses and their facts, as
+// the document says; another player gets 404.
+func TestOpenAPIConformanceOrderPayments(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, func(s *setup) {
+		s.providers[provider.Stripe].WebhookSecrets = []string{conformanceStripeSecret}
+	})
+	e.startWorker()
+	c := newConformance(t, e)
+	alice, bob := e.newPlayer("alice"), e.newPlayer("bob")
+	id, pi := c.paidOrder(alice, "twice")
+	n, err := strconv.ParseInt(id, 10, 64)
+	require.NoError(t, err)
+	c.e.fake.FailRequests(http.StatusBadRequest) // the next request to the provider: the second payment's refund
+	c.deliver(devwebhook.PaymentEvent("stripe", c.eventID("twice-2"), "pi_second_"+id, n, 999, "usd"))
+	c.deliver(devwebhook.ReversalEvent("stripe", c.eventID("twice-r"), pi, "ch_twice", fulfillment.ReversalRefund,
+		fulfillment.StateSucceeded, 333, "usd"))
+	c.deliver(devwebhook.ReversalEvent("stripe", c.eventID("twice-d"), pi, "dp_twice", fulfillment.ReversalDispute,
+		fulfillment.StateOpen, 100, "usd"))
+	var got reply
+	c.poll("both payments and both facts of order "+id, func() bool {
+		got = c.do(call{as: alice, method: "GET", path: "/v1/orders/" + id, want: 200})
+		ps, _ := got.body["payments"].([]any)
+		return len(ps) == 2 && len(ps[0].(map[string]any)["reversals"].([]any)) == 2
+	})
+	require.Equal(t, "disputed", got.str("status"))
+	ps := got.body["payments"].([]any)
+	first, second := ps[0].(map[string]any), ps[1].(map[string]any)
+	require.Equal(t, devwebhook.OrderSessionID(id), first["payment_id"])
+	require.Equal(t, "partially_refunded", first["status"])
+	require.EqualValues(t, 333, first["refunded_amount"])
+	require.EqualValues(t, 1000, first["mana"])
+	facts := first["reversals"].([]any)
+	require.Equal(t, map[string]any{"id": "charge:ch_twice", "kind": "refund", "state": "succeeded", "amount": 333.0,
+		"currency": "usd", "created_at": facts[0].(map[string]any)["created_at"],
+		"updated_at": facts[0].(map[string]any)["updated_at"]}, facts[0])
+	require.Equal(t, "dp_twice", facts[1].(map[string]any)["id"])
+	require.Equal(t, "open", facts[1].(map[string]any)["state"])
+	require.Equal(t, "unapplied", second["status"], "charged twice: the second payment minted nothing")
+	require.EqualValues(t, 0, second["mana"])
+	require.EqualValues(t, 999, second["amount"])
+	require.Empty(t, second["reversals"])
+	c.do(call{as: bob, method: "GET", path: "/v1/orders/" + id, want: 404, code: CodeNotFound})
+	c.do(call{as: bob, method: "HEAD", path: "/v1/orders/" + id, want: 404})
+	e.requireAuditClean()
+}
+
 // paidOrder opens a Stripe checkout for p and delivers its signed payment.
 func (c *conformance) paidOrder(p player, key string) (id, paymentID string) {
 	o := c.do(call{as: p, method: "POST", path: "/v1/checkouts", key: "paid-" + key, body: `{"sku":"mana_1000","provider":"stripe"}`, want: 201})

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/idempotency"
 )
@@ -68,14 +70,73 @@ func (a *api) writeOutsideTx(h func(w http.ResponseWriter, r *http.Request) erro
 	}))
 }
 
+// orderDetail is GET /v1/orders/{id}: the order and every payment
+// received for it, so that an integrator can answer "was I charged twice?"
+// without an operator.
+type orderDetail struct {
+	*orderView
+	Payments []paymentView `json:"payments"`
+}
+
+// paymentView is one provider payment of an order (fulfillment.PaymentView).
+type paymentView struct {
+	Provider       string         `json:"provider"`
+	PaymentID      string         `json:"payment_id"`
+	Amount         int64          `json:"amount"`
+	Currency       string         `json:"currency"`
+	Status         string         `json:"status"`
+	RefundedAmount int64          `json:"refunded_amount"`
+	Mana           int64          `json:"mana"`
+	CreatedAt      time.Time      `json:"created_at"`
+	Reversals      []reversalView `json:"reversals"`
+}
+
+// reversalView is one accepted refund or dispute of a payment.
+type reversalView struct {
+	ID        string    `json:"id"`
+	Kind      string    `json:"kind"`
+	State     string    `json:"state"`
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func viewPayments(ps []fulfillment.PaymentView) []paymentView {
+	out := make([]paymentView, len(ps))
+	for i, v := range ps {
+		p := v.Payment
+		out[i] = paymentView{Provider: p.Provider, PaymentID: p.PaymentID, Amount: p.Amount, Currency: p.Currency,
+			Status: v.Status, RefundedAmount: v.RefundedAmount, Mana: p.ManaMinted, CreatedAt: p.CreatedAt,
+			Reversals: make([]reversalView, len(v.Reversals))}
+		for j, f := range v.Reversals {
+			out[i].Reversals[j] = reversalView{ID: f.ReversalID, Kind: f.Kind, State: f.State, Amount: f.Amount,
+				Currency: f.Currency, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
+		}
+	}
+	return out
+}
+
 func (a *api) getOrder(w http.ResponseWriter, r *http.Request, player int64) error {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return err
 	}
-	o, err := fulfillment.GetOrder(r.Context(), a.pool, player, id)
+	// One snapshot, so the order's status and refunded_amount agree with
+	// the payments listed under it.
+	var detail orderDetail
+	err = pgx.BeginTxFunc(r.Context(), a.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			o, err := fulfillment.GetOrder(r.Context(), tx, player, id)
+			if err != nil {
+				return err
+			}
+			ps, err := fulfillment.OrderPayments(r.Context(), tx, o.ID)
+			detail = orderDetail{orderView: viewOrder(o), Payments: viewPayments(ps)}
+			return err
+		})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewOrder(o))
+	return writeJSON(w, http.StatusOK, detail)
 }
