@@ -15,7 +15,7 @@ import (
 
 // storyDeadline bounds the wait for each story's jobs to run and its
 // timeline to show it: about a second on an idle machine.
-const storyDeadline = 2 * time.Minute
+const storyDeadline = devDeadline
 
 // TestDevStories tells, with the dev tools alone, every story the
 // timeline shows, against a running `billing dev` (web and worker), and
@@ -45,7 +45,7 @@ func TestDevStories(t *testing.T) {
 	s.refunds()
 	s.disputes()
 	s.duplicate()
-	d.dev.stop(t, syscall.SIGINT, 20*time.Second)
+	d.dev.stop(t, syscall.SIGINT, devDeadline)
 }
 
 type stories struct {
