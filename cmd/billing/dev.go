@@ -66,7 +66,7 @@ line naming the running one and changes nothing.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.dir, "dir", ".billing-dev", "where dev keeps its state: the embedded PostgreSQL's data, demo.json, "+devURLFile)
-	cmd.Flags().BoolVar(&o.ha, "ha", false, "run on a fresh pg_auto_failover formation (monitor + 3 data nodes; needs pg_autoctl) instead, and print how to lose its primary")
+	cmd.Flags().BoolVar(&o.ha, "ha", false, "run on a fresh pg_auto_failover formation (monitor + 3 data nodes on loopback, with passwords; needs pg_autoctl) instead, its URL in "+devURLFile+", and print how to lose its primary")
 	cmd.Flags().IntVar(&o.pgPort, "pg-port", 0, "port of the embedded PostgreSQL (env "+devPGPortEnv+"; default: the one kept from the last start, else a free one)")
 	cmd.AddCommand(newDevSendWebhookCmd())
 	return cmd

@@ -48,7 +48,11 @@ at this database; the URL is also in %s:
 	}
 	fmt.Fprintf(w, `Buy in a browser: POST /v1/checkouts answers a checkout_url; for a provider
 without an API key it is a simulated page here (%s%s<order>)
-whose Pay button sends the provider's signed webhook to this server.
+whose Pay button sends the provider's signed webhook to this server; a paid
+order's page has Pay again (a second, distinct payment: charged twice).
+Every story the Timeline shows (charged twice, refunds in full and in part,
+disputes lost and won, Paddle's refund, a duplicate delivery) has an example
+in: go run ./cmd/billing dev send-webhook --help
 `, b.api, devcheckout.Path)
 	b.seed.print(w, b.api)
 	b.seed.printSDK(w, b.api, moduleRoot())

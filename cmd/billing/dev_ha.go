@@ -14,18 +14,15 @@ import (
 
 // devFormation is what `billing dev --ha` runs on: a pg_auto_failover
 // formation (a monitor and three data nodes, a fresh one each run, under
-// <dir>/ha) with the timeouts lowered so a failover takes seconds, a
-// watcher printing every change of a node's state, and a keeper of the
-// nodes that brings a lost one back (as a standby) after a while.
+// <dir>/ha, listening on loopback only and asking for passwords) with the
+// timeouts lowered so a failover takes seconds, a watcher printing every
+// change of a node's state, and a keeper of the nodes that brings a lost
+// one back (as a standby) once the monitor has promoted another.
 type devFormation struct {
 	f      *formation.Formation
 	cancel context.CancelFunc
 	done   chan struct{}
 }
-
-// devRestartAfter is how long a lost node stays down before billing dev
-// brings it back.
-const devRestartAfter = 10 * time.Second
 
 func startDevFormation(ctx context.Context, dir string, out io.Writer) (*devFormation, error) {
 	fmt.Fprintf(out, "Starting a pg_auto_failover formation (monitor + 3 data nodes) in %s ...\n", filepath.Join(dir, "ha"))
@@ -42,37 +39,55 @@ func startDevFormation(ctx context.Context, dir string, out io.Writer) (*devForm
 	return d, nil
 }
 
-// watch prints each node's state as it changes, and restarts a node whose
-// keeper is gone devRestartAfter after it went.
+// watch prints each node's state as it changes, and brings back each
+// node whose keeper is gone.
 func (d *devFormation) watch(ctx context.Context, out io.Writer) {
 	defer close(d.done)
 	seen := map[string]string{}
-	lostAt := map[string]time.Time{}
+	lost := map[string]bool{}
 	for ctx.Err() == nil {
-		if states, err := d.f.States(ctx); err == nil {
-			for _, s := range states {
-				now := s.Reported + "/" + s.Goal
-				if old, ok := seen[s.Name]; ok && old != now {
-					fmt.Fprintf(out, "[ha] %s %s: %s -> %s\n", time.Now().Format("15:04:05"), s.Name, old, now)
-				}
-				seen[s.Name] = now
-			}
-		}
-		for _, n := range d.f.Nodes() {
-			switch {
-			case n.Running():
-				delete(lostAt, n.Name)
-			case lostAt[n.Name].IsZero():
-				lostAt[n.Name] = time.Now()
-				fmt.Fprintf(out, "[ha] %s is gone; billing dev brings it back in %v\n", n.Name, devRestartAfter)
-			case time.Since(lostAt[n.Name]) > devRestartAfter:
-				delete(lostAt, n.Name)
-				if err := n.Start(); err != nil {
-					fmt.Fprintf(out, "[ha] restart %s: %v\n", n.Name, err)
-				}
-			}
-		}
+		d.printStates(ctx, out, seen)
+		d.bringBack(ctx, out, lost)
 		sleepOrDone(ctx, 500*time.Millisecond)
+	}
+}
+
+// printStates prints the [ha] line of each node whose state changed.
+func (d *devFormation) printStates(ctx context.Context, out io.Writer, seen map[string]string) {
+	states, err := d.f.States(ctx)
+	if err != nil {
+		return
+	}
+	for _, s := range states {
+		now := s.Reported + "/" + s.Goal
+		if old, ok := seen[s.Name]; ok && old != now {
+			fmt.Fprintf(out, "[ha] %s %s: %s -> %s\n", time.Now().Format("15:04:05"), s.Name, old, now)
+		}
+		seen[s.Name] = now
+	}
+}
+
+// bringBack starts each lost node again once the monitor has replaced it
+// (formation.Replaced), never on a timer: started while the monitor
+// still has it as primary, a lost primary could take its place back in
+// the middle of the failover.
+func (d *devFormation) bringBack(ctx context.Context, out io.Writer, lost map[string]bool) {
+	for _, n := range d.f.Nodes() {
+		if n.Running() {
+			delete(lost, n.Name)
+			continue
+		}
+		if !lost[n.Name] {
+			lost[n.Name] = true
+			fmt.Fprintf(out, "[ha] %s is gone; billing dev brings it back once the monitor has promoted another node\n", n.Name)
+		}
+		if ok, err := d.f.Replaced(ctx, n); err != nil || !ok {
+			continue
+		}
+		fmt.Fprintf(out, "[ha] %s %s: the monitor has replaced it; bringing it back as a standby\n", time.Now().Format("15:04:05"), n.Name)
+		if err := n.Start(); err != nil {
+			fmt.Fprintf(out, "[ha] restart %s: %v\n", n.Name, err)
+		}
 	}
 }
 
@@ -102,19 +117,29 @@ and PostgreSQL) with:
 and watch: the [ha] lines here show the monitor promote a standby (about
 ten seconds; the timeouts are lowered for trying, see docs/operations.md for
 production's), the API and webhooks answer 503 meanwhile and then carry on,
-and the lost node comes back as a standby. Keep the curl lines above running
-while you do it. Monitor: %s
-`, strings.Join(lines, "\n"), d.f.MonitorURL())
+and once the monitor has promoted another node the lost one comes back as a
+standby. Keep the curl lines above running while you do it. Every server
+listens on loopback only and asks for a password; the nodes' states:
+  pg_autoctl show state --monitor %s
+Monitor: %s
+`, strings.Join(lines, "\n"), shellQuote(d.f.MonitorURL()), redactURL(d.f.MonitorURL()))
 }
 
-// startDevHA starts dev's formation, points cfg at it and has the banner
-// say how to lose its primary; stop stops it.
+// startDevHA starts dev's formation, points cfg at it, keeps its
+// multi-host URL (credentials included) in <dir>/database.url as plain dev
+// does its own, and has the banner say how to lose its primary; stop
+// stops it.
 func startDevHA(ctx context.Context, cfg *config.Config, dir string, out io.Writer, b *devBanner) (stop func(), err error) {
 	d, err := startDevFormation(ctx, dir, out)
 	if err != nil {
 		return nil, err
 	}
 	cfg.DatabaseURL = d.f.URL()
+	if err := writeDatabaseURL(dir, cfg.DatabaseURL); err != nil {
+		_ = d.stop()
+		return nil, err
+	}
+	b.urlFile = filepath.Join(dir, devURLFile)
 	b.more = func(w io.Writer) { d.printHelp(ctx, w) }
 	return func() { _ = d.stop() }, nil
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,10 +38,10 @@ func TestSecondDevRefuses(t *testing.T) {
 			}
 		}
 		return false
-	}, 60*time.Second, 20*time.Millisecond, "one of the two exits")
+	}, devDeadline, 20*time.Millisecond, "one of the two exits")
 	winner := 1 - loser
 	base := "http://" + addrs[winner]
-	waitHealthy(t, base, procs[winner], 60*time.Second)
+	waitHealthy(t, base, procs[winner], devDeadline)
 	var exit *exec.ExitError
 	require.True(t, errors.As(procs[loser].ExitErr(), &exit), "the loser failed: %v", procs[loser].ExitErr())
 	requireRefusal(t, exit.ExitCode(), procs[loser].out.String(), procs[winner].Pid(), base)
@@ -48,15 +50,19 @@ func TestSecondDevRefuses(t *testing.T) {
 	requireRefusal(t, code, out, procs[winner].Pid(), base)
 
 	key := waitDemoKey(t, procs[winner])
-	time.Sleep(3 * time.Second) // the stop of a stray watchdog took about a second
+	// A refused start once left a watchdog that stopped the running
+	// one's PostgreSQL about a second later: wait until the running one's
+	// is the only watchdog of dir, then check it still serves.
+	require.Eventually(t, func() bool { return watchdogsOf(filepath.Join(dir, "data")) == 1 }, devDeadline, 50*time.Millisecond,
+		"one PostgreSQL watchdog of %s (the running dev's); found %d", dir, watchdogsOf(filepath.Join(dir, "data")))
 	requireServing(t, base, key)
 
 	procs[winner].Kill()
 	next := startProc(t, env(addrs[winner]), "dev", "--dir", dir)
-	waitHealthy(t, base, next, 90*time.Second)
+	waitHealthy(t, base, next, devDeadline)
 	require.Equal(t, key, waitDemoKey(t, next), "the same data, the same demo player")
 	requireServing(t, base, key)
-	next.stop(t, syscall.SIGINT, 20*time.Second)
+	next.stop(t, syscall.SIGINT, devDeadline)
 }
 
 // requireRefusal checks a refused dev: a failure, one line, naming the
@@ -71,10 +77,27 @@ func requireRefusal(t *testing.T, code int, out string, pid int, api string) {
 	require.Contains(t, line, "API "+api)
 }
 
+// watchdogsOf counts the live pglocal watchdogs of the cluster in dataDir.
+func watchdogsOf(dataDir string) int {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if slices.Contains(args, "pglocal-watchdog") && slices.Contains(args, dataDir) {
+			n++
+		}
+	}
+	return n
+}
+
 func waitDemoKey(t *testing.T, p *proc) string {
 	t.Helper()
 	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "Ctrl-C stops everything") },
-		30*time.Second, 20*time.Millisecond, "the banner")
+		devDeadline, 20*time.Millisecond, "the banner")
 	key := between(p.out.String(), "API key:\n  ", "\n")
 	require.NotEmpty(t, key)
 	return key

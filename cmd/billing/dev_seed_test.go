@@ -24,8 +24,8 @@ func TestDevSeedPrintsWorkingExamples(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
 	addr := freeAddr(t)
 	p := startProc(t, []string{"BILLING_HTTP_ADDR=" + addr, "BILLING_DATABASE_URL="}, "dev", "--dir", dir)
-	waitHealthy(t, "http://"+addr, p, 60*time.Second)
-	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "Ctrl-C stops everything") }, 10*time.Second, 20*time.Millisecond)
+	waitHealthy(t, "http://"+addr, p, devDeadline)
+	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "Ctrl-C stops everything") }, devDeadline, 20*time.Millisecond)
 	banner := p.out.String()
 	require.Contains(t, banner, "(funded today)")
 
@@ -50,7 +50,7 @@ func TestDevSeedPrintsWorkingExamples(t *testing.T) {
 	require.Equal(t, "playground_create", answers[5]["kind"])
 
 	runSDKProgram(t, banner)
-	p.stop(t, syscall.SIGINT, 20*time.Second)
+	p.stop(t, syscall.SIGINT, devDeadline)
 }
 
 // runSDKProgram follows the banner's Go SDK section as printed: its

@@ -36,14 +36,43 @@ type sendWebhookOptions struct {
 	dir      string
 	url      string
 	kind     string // payment, refund, dispute-open, dispute-won, dispute-lost
+	second   bool   // --second-payment: a new, distinct payment for the order
 	asJSON   bool
 }
+
+// sendWebhookExamples tell every story the timeline can show, each on
+// an order of the demo player (POST /v1/checkouts answers its id).
+const sendWebhookExamples = `  # Pay order 7 (a new event id each run: a second run is a second delivery of
+  # the same payment, claimed but minting nothing more):
+  billing dev send-webhook stripe --order 7
+  # A duplicate delivery: the same event id again answers "duplicate".
+  billing dev send-webhook stripe --order 7 --event evt_once
+  billing dev send-webhook stripe --order 7 --event evt_once
+  # Charged twice: a second, distinct payment for the paid order. It mints
+  # nothing and is recorded unapplied, to refund; with no provider API key
+  # in dev, refund it by hand and record it:
+  billing dev send-webhook stripe --order 7 --second-payment
+  billing payments list --unapplied
+  billing payments mark-refunded --payment <id> --refund-id re_by_hand
+  # Refunds: in full, or in part (--amount: the cumulative amount refunded);
+  # the Mana is clawed back in proportion.
+  billing dev send-webhook stripe --order 7 --kind refund
+  billing dev send-webhook stripe --order 8 --kind refund --amount 500
+  # Paddle's adjustment (its refund) of a Paddle order:
+  billing dev send-webhook paddle --order 9 --kind refund
+  # Disputes: opened (the Mana is held back), then lost or won.
+  billing dev send-webhook stripe --order 10 --kind dispute-open
+  billing dev send-webhook stripe --order 10 --kind dispute-lost
+  billing dev send-webhook stripe --order 11 --kind dispute-open
+  billing dev send-webhook stripe --order 11 --kind dispute-won
+  # What happened, in one timeline (or the Timeline page of the banner):
+  billing explain order 7`
 
 func newDevSendWebhookCmd() *cobra.Command {
 	var o sendWebhookOptions
 	cmd := &cobra.Command{
-		Use:   "send-webhook <stripe|paddle|creem> --order ID [--event EVT] [--amount N] [--currency C] [--json]",
-		Short: "Pay an order of the running billing dev with a signed completed-payment webhook",
+		Use:   "send-webhook <stripe|paddle|creem> --order ID [--kind K] [--second-payment] [--event EVT] [--amount N] [--currency C] [--json]",
+		Short: "Play the provider for the running billing dev: pay, pay twice, refund, dispute, redeliver an order",
 		Long: `send-webhook plays the payment provider for a running ` + "`billing dev`" + `: it builds the
 provider's completed-payment event for the order, signs it with the secret
 billing dev uses (from <dir>/demo.json, or BILLING_<PROVIDER>_WEBHOOK_SECRET
@@ -54,12 +83,19 @@ The amount and currency are the order's snapshot (GET /v1/orders/{id} with
 the demo API key); --amount or --currency pay something else, which intake
 claims and the fulfillment then rejects. The event id is new on every run;
 --event resends a given event, which intake answers "duplicate".
+--second-payment pays the order again with another payment (a new provider
+payment id, as a customer charged twice): the fulfilment records it
+unapplied, to be refunded.
 
 --kind refund sends the provider's refund of the order's payment (--amount:
 the cumulative amount refunded, default all of it); dispute-open,
 dispute-won and dispute-lost send a dispute (Creem has only dispute-open,
 Paddle dispute-lost, its chargeback, and dispute-won, the chargeback's
-reversal).`,
+reversal).
+
+Shell variables: the commands that read the database (payments, explain)
+need BILLING_DATABASE_URL, which billing dev's banner prints.`,
+		Example:   sendWebhookExamples,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: provider.Names(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -74,6 +110,7 @@ reversal).`,
 	f.StringVar(&o.currency, "currency", "", "the paid currency (default: the order's)")
 	f.StringVar(&o.dir, "dir", ".billing-dev", "the --dir of the running billing dev (holds demo.json)")
 	f.StringVar(&o.kind, "kind", "payment", "payment, refund, dispute-open, dispute-won or dispute-lost")
+	f.BoolVar(&o.second, "second-payment", false, "pay with a new, distinct provider payment (charged twice); --kind payment only")
 	f.StringVar(&o.url, "url", "", "base URL of billing dev (default: the one in demo.json, else "+defaultDevURL+")")
 	f.BoolVar(&o.asJSON, "json", false, "print the delivery and its answer as one JSON object")
 	_ = cmd.MarkFlagRequired("order")
@@ -86,6 +123,9 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	}
 	if o.order <= 0 {
 		return errors.New("send-webhook: --order wants a positive order id")
+	}
+	if o.second && o.kind != "payment" && o.kind != "" {
+		return fmt.Errorf("send-webhook: --second-payment is a payment; --kind %s is about the order's first one", o.kind)
 	}
 	cfg, err := loadConfig(cmd, false)
 	if err != nil {
@@ -130,7 +170,7 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if event == "" {
 		event = "evt_dev_" + randomHex(12)
 	}
-	body := devEventBody(provider, event, o, amount, currency)
+	body, payment := devEventBody(provider, event, o, amount, currency)
 	if body == nil {
 		return fmt.Errorf("send-webhook: %s sends no %q event", provider, o.kind)
 	}
@@ -144,8 +184,8 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if err != nil {
 		return err
 	}
-	d := delivery{URL: target, Event: event, Order: o.order, Amount: amount, Currency: currency, Status: status}
-	if err := d.print(cmd.OutOrStdout(), answer, o.asJSON); err != nil {
+	d := delivery{URL: target, Event: event, Order: o.order, Payment: payment, Amount: amount, Currency: currency, Status: status}
+	if err := d.print(cmd.OutOrStdout(), answer, o.asJSON, o.second); err != nil {
 		return err
 	}
 	if status/100 != 2 {
@@ -159,13 +199,14 @@ type delivery struct {
 	URL      string          `json:"url"`
 	Event    string          `json:"event"`
 	Order    int64           `json:"order,string"`
+	Payment  string          `json:"payment"` // the provider payment the event is about
 	Amount   int64           `json:"amount"`
 	Currency string          `json:"currency"`
 	Status   int             `json:"status"`
 	Answer   json.RawMessage `json:"answer"`
 }
 
-func (d delivery) print(out io.Writer, answer []byte, asJSON bool) error {
+func (d delivery) print(out io.Writer, answer []byte, asJSON, second bool) error {
 	if asJSON {
 		d.Answer = answer
 		if !json.Valid(answer) { // intake answers JSON; anything else is quoted
@@ -175,23 +216,33 @@ func (d delivery) print(out io.Writer, answer []byte, asJSON bool) error {
 	}
 	fmt.Fprintf(out, "POST %s: event %s, order %d, %d %s\n", d.URL, d.Event, d.Order, d.Amount, d.Currency)
 	_, err := fmt.Fprintf(out, "%d %s\n%s\n", d.Status, http.StatusText(d.Status), strings.TrimSpace(string(answer)))
+	if err == nil && second {
+		_, err = fmt.Fprintf(out, "a second, distinct payment %s: it mints nothing; see billing explain order %d\n", d.Payment, d.Order)
+	}
 	return err
 }
 
-// devEventBody builds the event o.kind names for the order's one payment;
-// nil for a kind the provider does not send.
-func devEventBody(provider, event string, o sendWebhookOptions, amount int64, currency string) []byte {
+// devEventBody builds the event o.kind names, and returns the provider
+// payment it is about: the order's one payment, or with --second-payment
+// a new one. It returns a nil body for a kind the provider does not send.
+func devEventBody(provider, event string, o sendWebhookOptions, amount int64, currency string) ([]byte, string) {
 	payment := devwebhook.OrderPaymentID(provider, strconv.FormatInt(o.order, 10))
 	id := "dev_" + strconv.FormatInt(o.order, 10)
 	switch o.kind {
 	case "", "payment":
-		return devwebhook.CompletedEvent(provider, event, o.order, amount, currency)
+		if o.second {
+			payment += "_again_" + randomHex(4)
+			return devwebhook.PaymentEvent(provider, event, payment, o.order, amount, currency), payment
+		}
+		return devwebhook.CompletedEvent(provider, event, o.order, amount, currency), payment
 	case "refund":
-		return devwebhook.ReversalEvent(provider, event, payment, "ch_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, amount, currency)
+		return devwebhook.ReversalEvent(provider, event, payment, "ch_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded,
+			amount, currency), payment
 	case "dispute-open", "dispute-won", "dispute-lost":
-		return devwebhook.ReversalEvent(provider, event, payment, "dp_"+id, fulfillment.ReversalDispute, strings.TrimPrefix(o.kind, "dispute-"), amount, currency)
+		return devwebhook.ReversalEvent(provider, event, payment, "dp_"+id, fulfillment.ReversalDispute,
+			strings.TrimPrefix(o.kind, "dispute-"), amount, currency), payment
 	}
-	return nil
+	return nil, payment
 }
 
 func readDemoSeed(dir string) (*demoSeed, error) {

@@ -64,7 +64,7 @@ func TestDevSendWebhook(t *testing.T) {
 		require.NoError(t, err, out)
 		require.Contains(t, out, "200 OK\n{\"status\":\"claimed\"}\n")
 	}
-	require.Eventually(t, func() bool { return api.waitOrder(order.ID).Status == "partially_refunded" }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return api.waitOrder(order.ID).Status == "partially_refunded" }, devDeadline, 50*time.Millisecond)
 	require.Equal(t, manaBefore+order.Mana+creem.Mana-501, api.mana())
 	out, err = d.send("paddle", "--order", wrong.ID, "--kind", "dispute-open")
 	require.Error(t, err)
@@ -79,7 +79,7 @@ func TestDevSendWebhook(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, out, "answered 404")
 
-	d.dev.stop(t, syscall.SIGINT, 20*time.Second)
+	d.dev.stop(t, syscall.SIGINT, devDeadline)
 }
 
 // webhookDev is a running `billing dev` with secrets of its own, its demo
@@ -97,8 +97,8 @@ func startWebhookDev(t *testing.T) *webhookDev {
 	d := &webhookDev{t: t, dir: filepath.Join(t.TempDir(), "dev"), addr: freeAddr(t)}
 	env := append([]string{"BILLING_HTTP_ADDR=" + d.addr, "BILLING_DATABASE_URL="}, noWebhookSecrets...)
 	d.dev = startProc(t, env, "dev", "--dir", d.dir)
-	waitHealthy(t, "http://"+d.addr, d.dev, 60*time.Second)
-	require.Eventually(t, func() bool { return strings.Contains(d.dev.out.String(), "Ctrl-C stops everything") }, 10*time.Second, 20*time.Millisecond)
+	waitHealthy(t, "http://"+d.addr, d.dev, devDeadline)
+	require.Eventually(t, func() bool { return strings.Contains(d.dev.out.String(), "Ctrl-C stops everything") }, devDeadline, 20*time.Millisecond)
 
 	raw, err := os.ReadFile(filepath.Join(d.dir, "demo.json"))
 	require.NoError(t, err)
@@ -210,7 +210,7 @@ func (a devAPI) waitOrder(id string) apiOrder {
 	require.Eventually(a.t, func() bool {
 		a.decode(http.MethodGet, "/v1/orders/"+id, nil, http.StatusOK, &o)
 		return o.Status != "pending"
-	}, 30*time.Second, 50*time.Millisecond, "order %s stays pending", id)
+	}, devDeadline, 50*time.Millisecond, "order %s stays pending", id)
 	return o
 }
 

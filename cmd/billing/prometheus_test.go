@@ -130,6 +130,10 @@ func promWorkload(t *testing.T, api devAPI, secret string) {
 	api.decode(http.MethodPost, "/v1/marquees", map[string]string{"name": "m", "plan": "standard"}, http.StatusCreated, &marquee)
 }
 
+// promDeadline bounds each wait on Prometheus (ready, a rule evaluated, a
+// query's answer): seconds on an idle machine, many times that at load 30.
+const promDeadline = 2 * time.Minute
+
 // requireQuiet waits until every rule of alerts.yml evaluated without error
 // and none is pending or firing on this healthy system (the enforcer sweeps
 // every second). A rule may be pending for a moment (the Marquee was
@@ -137,7 +141,7 @@ func promWorkload(t *testing.T, api devAPI, secret string) {
 func (p *promServer) requireQuiet(t *testing.T) {
 	t.Helper()
 	var active []string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(promDeadline); ; time.Sleep(250 * time.Millisecond) {
 		rules := p.rules(t)
 		require.Len(t, rules, alertCount(t))
 		active = active[:0]
@@ -221,7 +225,7 @@ scrape_configs:
 		}
 	})
 	p := &promServer{base: "http://" + addr}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(promDeadline)
 	for {
 		if resp, err := http.Get(p.base + "/-/ready"); err == nil {
 			resp.Body.Close()
@@ -278,7 +282,7 @@ func (p *promServer) values(t *testing.T, query string) []float64 {
 func (p *promServer) waitValue(t *testing.T, query string, want float64) {
 	t.Helper()
 	var got []float64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(promDeadline); ; time.Sleep(250 * time.Millisecond) {
 		got = p.values(t, query)
 		if len(got) == 1 && got[0] == want {
 			return
@@ -302,7 +306,7 @@ func (p *promServer) rules(t *testing.T) []ruleState {
 			Rules []ruleState `json:"rules"`
 		} `json:"groups"`
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(promDeadline); ; time.Sleep(250 * time.Millisecond) {
 		p.api(t, "/api/v1/rules?type=alert", &data)
 		var out []ruleState
 		evaluated := true

@@ -30,13 +30,12 @@ const pendingSQL = `FROM river_job WHERE state = ANY($3::river_job_state[])
 // window.
 func (r *Run) settle(ctx context.Context) bool {
 	deadline := time.Now().Add(r.opts.Settle)
-	time.Sleep(5 * time.Second) // at least two sweeps after the last top-up
 	quiet := 0
 	for time.Now().Before(deadline) {
 		var busy int
 		err := r.pool.QueryRow(ctx, `SELECT count(*) `+pendingSQL, r.loadEnd, time.Now(),
 			[]string{"available", "running", "retryable"}, []string{"available", "running"}, churnWindow.Seconds()).Scan(&busy)
-		if err == nil && busy == 0 && r.lostRecovered(ctx) {
+		if err == nil && busy == 0 && r.lostRecovered(ctx) && r.sweptTwice(ctx) {
 			quiet++
 			if quiet >= 3 {
 				return true
@@ -47,6 +46,16 @@ func (r *Run) settle(ctx context.Context) bool {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return false
+}
+
+// sweptTwice reports whether the enforcer has swept at least twice since
+// the load ended, so the last top-ups are funded (a condition, not a
+// guess at the sweep period).
+func (r *Run) sweptTwice(ctx context.Context) bool {
+	var n int
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'enforcer_sweep' AND state = 'completed'
+		AND created_at > $1`, r.loadEnd).Scan(&n)
+	return err == nil && n >= 2
 }
 
 // lostRecovered reports whether reconciliation has claimed every payment

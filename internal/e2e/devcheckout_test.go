@@ -63,7 +63,7 @@ func TestDevCheckoutInBrowser(t *testing.T) {
 	screenshot(t, bctx, "dev-checkout.png")
 	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#pay"))))
 	var done string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !strings.Contains(done, "Paid:"); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(browserDeadline); time.Now().Before(deadline) && !strings.Contains(done, "Paid:"); time.Sleep(200 * time.Millisecond) {
 		done, _ = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("body")))
 	}
 	require.Contains(t, done, "Paid: 1000 Mana are in the wallet", "the page shows the order fulfilled")

@@ -189,13 +189,17 @@ func newBrowser(t *testing.T, chromium string) context.Context {
 	return tctx
 }
 
+// browserDeadline bounds each wait for a page to show what it must: a
+// second on an idle machine, many more with Chromium at load 30.
+const browserDeadline = 2 * time.Minute
+
 // pageText opens url and waits until the page's text contains want (the UI
 // renders client-side), then returns that text.
 func pageText(t *testing.T, ctx context.Context, url, want string) string {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(url)))
 	var body string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(browserDeadline); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 		if err == nil && strings.Contains(text, want) {
 			return text

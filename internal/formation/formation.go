@@ -78,6 +78,7 @@ type Formation struct {
 	nodes    []*Node
 	watchdog *procs.Watchdog
 	uri      string
+	secret   string // the password of postgres and pg_auto_failover's roles (secure.go)
 	mu       sync.Mutex
 	// lastCheckpoint paces WaitHealthy's checkpoints (several may wait).
 	lastCheckpoint time.Time
@@ -86,35 +87,40 @@ type Formation struct {
 // Start creates and starts a formation in opts.Dir: the monitor, then the
 // first data node (the primary), then two standbys, and returns once the
 // primary has both as synchronous standby candidates.
-func Start(ctx context.Context, opts Options) (f *Formation, err error) {
+func Start(ctx context.Context, opts Options) (*Formation, error) {
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = 300
 	}
 	if opts.Timeouts == (Timeouts{}) {
 		opts.Timeouts = DefaultTimeouts
 	}
-	f = &Formation{opts: opts}
+	f := &Formation{opts: opts}
 	if err := f.prepare(); err != nil {
 		return nil, err
 	}
+	var err error
 	if f.watchdog, err = procs.StartWatchdog(watchdogScript, "formation-watchdog", ephemeralDir(opts)); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			f.kill()
-		}
-	}()
-	if err := f.startMonitor(ctx); err != nil {
-		return nil, err
-	}
-	if err := f.startNodes(ctx); err != nil {
-		return nil, err
-	}
-	if f.uri, err = f.showURI(ctx); err != nil {
+	if err := f.start(ctx); err != nil {
+		f.kill() // f itself, not a nil result: a half-started formation goes at once
 		return nil, err
 	}
 	return f, nil
+}
+
+// start starts the monitor and the data nodes and reads the formation's
+// URL.
+func (f *Formation) start(ctx context.Context) error {
+	if err := f.startMonitor(ctx); err != nil {
+		return err
+	}
+	if err := f.startNodes(ctx); err != nil {
+		return err
+	}
+	var err error
+	f.uri, err = f.showURI(ctx)
+	return err
 }
 
 func ephemeralDir(opts Options) string {
@@ -146,6 +152,9 @@ func (f *Formation) prepare() error {
 			return fmt.Errorf("formation: %w", err)
 		}
 	}
+	if err := f.writePassFile(); err != nil {
+		return err
+	}
 	if f.cred, err = pglocal.ForPostgres(f.opts.Dir); err != nil {
 		return err
 	}
@@ -156,6 +165,7 @@ func (f *Formation) prepare() error {
 		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
 		"XDG_RUNTIME_DIR=" + filepath.Join(home, "run"),
 		"PGCONNECT_TIMEOUT=5",
+		"PGPASSFILE=" + f.passFile(),
 	}
 	return nil
 }
@@ -167,11 +177,16 @@ func (f *Formation) startMonitor(ctx context.Context) error {
 		return err
 	}
 	f.monitor = f.newNode("monitor", port, "create", "monitor", "--pgdata", f.path("monitor"),
-		"--pgport", fmt.Sprint(port), "--hostname", "localhost", "--auth", "trust", "--no-ssl", "--run")
+		"--pgport", fmt.Sprint(port), "--hostname", "localhost", "--listen", listenAddresses, "--auth", authMethod,
+		"--no-ssl", "--run")
 	if err := f.monitor.launch(); err != nil {
 		return err
 	}
+	// autoctl_node can connect once pg_autoctl has made the monitor.
 	if err := waitConnect(ctx, f.monitor, f.MonitorURL()); err != nil {
+		return err
+	}
+	if err := f.requirePasswords(ctx, f.monitorAdminURL(), f.monitor.dir, "postgres", "autoctl_node"); err != nil {
 		return err
 	}
 	return f.opts.Timeouts.applyToMonitor(ctx, f.monitorAdminURL())
@@ -188,7 +203,8 @@ func (f *Formation) startNodes(ctx context.Context) error {
 		}
 		name := fmt.Sprintf("node%d", i)
 		f.nodes = append(f.nodes, f.newNode(name, port, "create", "postgres", "--pgdata", f.path(name),
-			"--pgport", fmt.Sprint(port), "--hostname", "localhost", "--name", name, "--auth", "trust", "--no-ssl",
+			"--pgport", fmt.Sprint(port), "--hostname", "localhost", "--listen", listenAddresses, "--name", name,
+			"--auth", authMethod, "--no-ssl",
 			"--monitor", f.MonitorURL(), "--dbname", Database, "--run"))
 	}
 	first := f.nodes[0]
@@ -211,9 +227,9 @@ func (f *Formation) startNodes(ctx context.Context) error {
 	return f.WaitHealthy(ctx)
 }
 
-// setUpPrimary creates the application's role and applies the data
-// nodes' settings on the first node, before any standby copies it, and
-// restarts its PostgreSQL for max_connections.
+// setUpPrimary creates the application's role, applies the data nodes'
+// settings and requires passwords on the first node, before any standby
+// copies it, and restarts its PostgreSQL for max_connections.
 func (f *Formation) setUpPrimary(ctx context.Context, n *Node) error {
 	stmts := []string{
 		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, AppUser, AppPassword),
@@ -224,6 +240,9 @@ func (f *Formation) setUpPrimary(ctx context.Context, n *Node) error {
 		stmts = append(stmts, `ALTER SYSTEM SET fsync = off`)
 	}
 	if err := execAll(ctx, n.AdminURL(), stmts...); err != nil {
+		return err
+	}
+	if err := f.requirePasswords(ctx, n.AdminURL(), n.dir, "postgres", "pgautofailover_replicator"); err != nil {
 		return err
 	}
 	if err := n.stop(syscall.SIGINT, time.Minute); err != nil {
@@ -260,13 +279,14 @@ func (f *Formation) showURI(ctx context.Context) (string, error) {
 // BILLING_DATABASE_URL takes.
 func (f *Formation) URL() string { return f.uri }
 
-// MonitorURL is the monitor's URL, as the keepers reach it.
+// MonitorURL is the monitor's URL, as the keepers reach it, password
+// included: what `pg_autoctl show state --monitor` takes.
 func (f *Formation) MonitorURL() string {
-	return fmt.Sprintf("postgres://autoctl_node@localhost:%d/pg_auto_failover?sslmode=disable", f.monitor.Port)
+	return fmt.Sprintf("postgres://autoctl_node:%s@localhost:%d/pg_auto_failover?sslmode=disable", f.secret, f.monitor.Port)
 }
 
 func (f *Formation) monitorAdminURL() string {
-	return fmt.Sprintf("postgres://postgres@localhost:%d/pg_auto_failover?sslmode=disable", f.monitor.Port)
+	return fmt.Sprintf("postgres://postgres:%s@localhost:%d/pg_auto_failover?sslmode=disable", f.secret, f.monitor.Port)
 }
 
 // Nodes are the data nodes, node1 to node3.

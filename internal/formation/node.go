@@ -168,7 +168,7 @@ func (n *Node) URL() string {
 // what a test does behind the application's back (CHECKPOINT, cancelling
 // backends).
 func (n *Node) AdminURL() string {
-	return fmt.Sprintf("postgres://postgres@localhost:%d/%s?sslmode=disable", n.Port, Database)
+	return fmt.Sprintf("postgres://postgres:%s@localhost:%d/%s?sslmode=disable", n.f.secret, n.Port, Database)
 }
 
 // DataDir is the node's PostgreSQL data directory.

@@ -252,3 +252,30 @@ for g in $groups; do
 done
 [ -n "$1" ] && rm -rf "$1"
 exit 0`
+
+// primaryStates are the states of a node that takes writes, or is about
+// to.
+var primaryStates = []string{"single", "wait_primary", "primary", "prepare_promotion", "stop_replication"}
+
+// Replaced reports whether the monitor has dealt with the loss of n: it
+// no longer assigns n a primary's state and another node is primary
+// (reported and assigned). A lost node started before that could come
+// back as the primary the monitor still has on record, against the
+// failover under way; `billing dev --ha` waits for this before it brings
+// a node back.
+func (f *Formation) Replaced(ctx context.Context, n *Node) (bool, error) {
+	states, err := f.States(ctx)
+	if err != nil {
+		return false, err
+	}
+	other := false
+	for _, s := range states {
+		switch {
+		case s.Name == n.Name && slices.Contains(primaryStates, s.Goal):
+			return false, nil
+		case s.Name != n.Name && s.Reported == s.Goal && (s.Goal == "primary" || s.Goal == "wait_primary"):
+			other = true
+		}
+	}
+	return other, nil
+}
