@@ -12,6 +12,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/safetext"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -124,10 +125,11 @@ type violationReport interface {
 // textViolations: one line per violation, then the summary line.
 type textViolations struct{ out io.Writer }
 
-func (t textViolations) violation(line string) { fmt.Fprintln(t.out, line) }
+// violation prints line escaped: it names the provider's ids as sent.
+func (t textViolations) violation(line string) { fmt.Fprintln(t.out, safetext.Escape(line)) }
 
 func (t textViolations) end(r *audit.Report) error {
-	_, err := fmt.Fprintln(t.out, r.Summary())
+	_, err := fmt.Fprintln(t.out, safetext.Escape(r.Summary()))
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fibe-dev/billing/internal/safetext"
 	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
@@ -41,7 +42,9 @@ func main() {
 
 // oneLine puts an error on the one line a failed command prints: an error
 // of several lines (pgx lists each connection attempt, often the same one
-// twice) becomes its distinct lines joined with "; ".
+// twice) becomes its distinct lines joined with "; ". An error may quote
+// what a provider or an API caller sent, so the line is escaped (package
+// safetext) like every text output.
 func oneLine(msg string) string {
 	var out strings.Builder
 	seen := map[string]bool{}
@@ -60,7 +63,7 @@ func oneLine(msg string) string {
 		}
 		out.WriteString(l)
 	}
-	return out.String()
+	return safetext.Escape(out.String())
 }
 
 // exitError ends the process with a code after the command printed its own report.
