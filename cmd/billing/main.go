@@ -35,9 +35,20 @@ func main() {
 		if errors.As(err, &ex) {
 			os.Exit(ex.code)
 		}
-		fmt.Fprintln(os.Stderr, "billing:", oneLine(err.Error()))
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is the one line a failed command prints: the program's name,
+// once (an error that already starts with it, "billing dev is already
+// running", is not prefixed again), then the error on one line.
+func errorLine(err error) string {
+	msg := oneLine(err.Error())
+	if strings.HasPrefix(msg, "billing ") || strings.HasPrefix(msg, "billing:") {
+		return msg
+	}
+	return "billing: " + msg
 }
 
 // oneLine puts an error on the one line a failed command prints: an error

@@ -51,6 +51,18 @@ func TestTextOutputIsEscaped(t *testing.T) {
 	textViolations{&b}.violation("invariant 10: payment stripe " + hostileID + ": refused")
 	requirePrintable(t, b.String())
 
-	msg := oneLine(errors.New(`wallet: key "k" ` + "\x1b[2J" + hostileID).Error())
+	msg := errorLine(errors.New(`wallet: key "k" ` + "\x1b[2J" + hostileID))
 	requirePrintable(t, msg)
+}
+
+// The error line names the program once, whatever the error starts with.
+func TestErrorLineReadsOnce(t *testing.T) {
+	t.Parallel()
+	for err, want := range map[error]string{
+		errors.New("billing dev is already running in .billing-dev (pid 7)"):     "billing dev is already running in .billing-dev (pid 7)",
+		fmt.Errorf("explain: %w", errors.New("timeline: not found: no order 9")): "billing: explain: timeline: not found: no order 9",
+		errors.New("database: failed to connect\nhost down\nhost down"):          "billing: database: failed to connect; host down",
+	} {
+		require.Equal(t, want, errorLine(err))
+	}
 }
