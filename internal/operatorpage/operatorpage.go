@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -199,19 +200,12 @@ func titled(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// providers is the order a provider id is tried in: the one its prefix
-// names first.
+// providers is the order a provider id is tried in: the ones its prefix
+// names first (timeline.ProvidersOf), then the rest.
 func providers(id string) []string {
-	first := provider.Stripe
-	switch {
-	case strings.HasPrefix(id, "txn_"), strings.HasPrefix(id, "adj_"), strings.HasPrefix(id, "chargeback:"):
-		first = provider.Paddle
-	case strings.HasPrefix(id, "ord_"):
-		first = provider.Creem
-	}
-	out := []string{first}
+	out := timeline.ProvidersOf(id)
 	for _, p := range provider.Names() {
-		if p != first {
+		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
