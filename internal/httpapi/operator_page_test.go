@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -255,4 +256,25 @@ func TestOperatorPageRefusesInvalidIDs(t *testing.T) {
 		require.Contains(t, body, "must be valid UTF-8 without NUL", path)
 	}
 	require.Zero(t, e.errors.n.Load(), "bad input is not logged as an ERROR")
+}
+
+// The index links the operator's two views where they are mounted, each
+// to a page that answers the operator: the River UI's queues (its own
+// home, the Running jobs, is mostly empty) and the payment timeline.
+func TestIndexLinksTheOperatorViews(t *testing.T) {
+	t.Parallel()
+	e := newPageEnv(t)
+	res, body := e.get("/v1", "")
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	var ix map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &ix))
+	require.NoError(t, loadDoc(t, e.srv.URL).Components.Schemas["Index"].Value.VisitJSON(ix), "the index is the documented one")
+	require.Equal(t, "/riverui/queues", ix["river_ui"])
+	require.Equal(t, "/timeline/", ix["timeline"])
+	for _, link := range []string{ix["river_ui"].(string), ix["timeline"].(string)} {
+		res, body := e.get(link, "ops")
+		require.Equal(t, http.StatusOK, res.StatusCode, link)
+		require.Contains(t, res.Header.Get("Content-Type"), "text/html", link)
+		require.NotEmpty(t, body)
+	}
 }
