@@ -25,7 +25,7 @@ type AdjustParams struct {
 func (s *Store) Adjust(ctx context.Context, p AdjustParams) (*Transaction, error) {
 	key := OperatorKey(OperatorAdjust, p.Key)
 	if err := key.check(); err != nil {
-		return nil, fmt.Errorf("wallet: adjust: %w", err)
+		return nil, err // it names the key and the package once, like every post's
 	}
 	if strings.TrimSpace(p.Reason) == "" {
 		return nil, fmt.Errorf("%w: an adjustment needs a reason", ErrInvalidPost)

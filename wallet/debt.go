@@ -251,7 +251,7 @@ type Forgiveness struct {
 func (s *Store) ForgiveDebt(ctx context.Context, playerID int64, key, reason string) (*Forgiveness, error) {
 	k := OperatorKey(OperatorForgive, key)
 	if err := k.check(); err != nil {
-		return nil, fmt.Errorf("wallet: forgive: %w", err)
+		return nil, err // it names the key and the package once, like every post's
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {

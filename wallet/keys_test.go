@@ -73,6 +73,7 @@ func requireReserved(t *testing.T, err error, key, ns string) {
 	require.Equal(t, key, re.Key)
 	require.Equal(t, ns, re.Namespace, key)
 	require.Contains(t, err.Error(), `"`+ns+`"`)
+	require.Equal(t, 1, strings.Count(err.Error(), "wallet:"), "the error names its package once: %s", err)
 }
 
 // Every way a caller or operator names a key refuses every reserved form,

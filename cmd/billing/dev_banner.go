@@ -33,7 +33,7 @@ func (b *devBanner) print(w io.Writer) {
 billing dev is running.
   API        %[1]s/v1   (an index: the API document, the River UI, the docs)
   API doc    %[1]s/v1/openapi.json
-  River UI   %[1]s/riverui/   (user %[2]s, password %[3]s)
+  River UI   %[1]s/riverui/queues   (user %[2]s, password %[3]s)
   Timeline   %[1]s/timeline/   (what happened to a payment: search any id; same credentials)
   Metrics    %[4]s/metrics
   Health     %[1]s/healthz

@@ -97,7 +97,7 @@ func requireBannerLinks(t *testing.T, banner string) {
 	code, body := get(t, api, "", "")
 	require.Equal(t, 200, code, body)
 	require.Contains(t, body, `"api_document":"/v1/openapi.json"`)
-	require.Contains(t, body, `"river_ui":"/riverui/"`)
+	require.Contains(t, body, `"river_ui":"/riverui/queues"`)
 	doc := strings.TrimSpace(between(banner, "\n  API doc    ", "\n"))
 	code, body = get(t, doc, "", "")
 	require.Equal(t, 200, code)

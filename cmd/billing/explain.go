@@ -44,7 +44,7 @@ func newExplainOrderCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "order ID [--json]",
 		Short: "The timeline of one order: its checkout, payments, events, jobs, refunds, disputes and wallet transactions",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(1, 1, "billing explain order ID [--json]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id <= 0 {
@@ -62,7 +62,7 @@ func newExplainOrderCmd() *cobra.Command {
 func newExplainPaymentCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "payment PROVIDER ID [--json]",
+		Use:   "payment [PROVIDER] ID [--json]",
 		Short: "The timeline of the order a provider id belongs to (payment, PaymentIntent, charge, refund, dispute, event, checkout)",
 		Long: `payment finds the order behind any id the provider gave: Stripe's Checkout
 Session (cs_), PaymentIntent (pi_), charge (ch_), the refund fact of a charge
@@ -70,20 +70,71 @@ Session (cs_), PaymentIntent (pi_), charge (ch_), the refund fact of a charge
 (re_); Paddle's transaction (txn_), refund adjustment (adj_) or chargeback
 (chargeback:txn_...); Creem's order (ord_), checkout (ch_), refund or
 dispute; and any provider event id (evt_...). A refund or dispute whose
-payment is not recorded yet gets a timeline of its own events.`,
-		Args: cobra.ExactArgs(2),
+payment is not recorded yet gets a timeline of its own events.
+
+PROVIDER (stripe, paddle or creem) may be left out when the id's prefix
+names one provider; an id whose prefix names none (an event id, evt_) or
+several (ch_ is a Stripe charge or a Creem checkout) needs it.`,
+		Args: usageArgs(1, 2, "billing explain payment [PROVIDER] ID [--json]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := strings.ToLower(args[0])
-			if !provider.Known(name) {
-				return fmt.Errorf("explain payment: unknown provider %q (%s)", args[0], strings.Join(provider.Names(), ", "))
+			name, id, err := paymentArgs(args)
+			if err != nil {
+				return err
 			}
 			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
-				return timeline.Payment(ctx, pool, name, args[1])
+				return timeline.Payment(ctx, pool, name, id)
 			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the timeline as one JSON object")
 	return c
+}
+
+// paymentArgs reads explain payment's [PROVIDER] ID: without a provider,
+// the one the id's prefix names.
+func paymentArgs(args []string) (name, id string, err error) {
+	const usage = "usage: billing explain payment [PROVIDER] ID"
+	names := strings.Join(provider.Names(), ", ")
+	if len(args) == 2 {
+		name = strings.ToLower(args[0])
+		if !provider.Known(name) {
+			return "", "", fmt.Errorf("explain payment: unknown provider %q (%s)", args[0], names)
+		}
+		return name, args[1], nil
+	}
+	id = args[0]
+	if provider.Known(strings.ToLower(id)) {
+		return "", "", fmt.Errorf("explain payment: the id is missing after the provider; %s", usage)
+	}
+	if err := timeline.ValidID(id); err != nil {
+		return "", "", fmt.Errorf("explain payment: %w", err)
+	}
+	switch ps := timeline.ProvidersOf(id); len(ps) {
+	case 1:
+		return ps[0], id, nil
+	case 0:
+		return "", "", fmt.Errorf("explain payment: the prefix of %q names no provider: name it (%s); %s", id, names, usage)
+	default:
+		return "", "", fmt.Errorf("explain payment: %q may be a %s id: name the provider; %s", id, strings.Join(ps, " or "), usage)
+	}
+}
+
+// usageArgs accepts lo to hi arguments, else says how the command is
+// used (rather than cobra's bare "accepts 2 arg(s)").
+func usageArgs(lo, hi int, usage string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return fmt.Errorf("%s: expected %s, got %d; usage: %s", cmd.CommandPath(), argCount(lo, hi), len(args), usage)
+		}
+		return nil
+	}
+}
+
+func argCount(lo, hi int) string {
+	if lo == hi {
+		return count(lo, "argument")
+	}
+	return fmt.Sprintf("%d or %d arguments", lo, hi)
 }
 
 func newExplainPlayerCmd() *cobra.Command {
@@ -96,7 +147,7 @@ func newExplainPlayerCmd() *cobra.Command {
 (purchases, conversions, fundings, clawbacks, debts, adjustments), at most
 the newest %d of each wallet. --since keeps what happened from then on: a
 date (2026-11-01, UTC), a time (RFC 3339) or how long ago (72h, 30d).`, timeline.MaxWalletLines),
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(1, 1, "billing explain player ID [--since D] [--json]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id <= 0 {

@@ -71,6 +71,8 @@ func TestExplainCommands(t *testing.T) {
 	require.Contains(t, text, "[UNAPPLIED] Payment cs_test_pi_cli_second of 9.99 USD recorded UNAPPLIED")
 	require.Contains(t, text, `key: wallet key "order:`+order+`:fulfilment"`)
 	require.Contains(t, text, "River UI: /riverui/jobs/")
+	require.Contains(t, runBilling(t, env, "explain", "payment", "pi_cli_second"), "Payment stripe pi_cli_second\n\nPaid twice",
+		"the id's prefix names its provider")
 
 	var tl timelineJSON
 	require.NoError(t, json.Unmarshal([]byte(runBilling(t, env, "explain", "payment", "stripe", "pi_cli_second", "--json")), &tl))
@@ -118,12 +120,25 @@ func TestExplainCommands(t *testing.T) {
 		{[]string{"explain", "payment", "paypal", "x"}, `unknown provider "paypal"`},
 		{[]string{"explain", "player", "999999"}, "no player 999999"},
 		{[]string{"explain", "player", "1", "--since", "yesterday"}, `--since: "yesterday" is not a date`},
-		{[]string{"explain", "payment", "stripe"}, "accepts 2 arg(s), received 1"},
+		{[]string{"explain", "payment", "stripe"}, "billing: explain payment: the id is missing after the provider; usage: billing explain payment [PROVIDER] ID"},
+		{[]string{"explain", "payment"}, "billing explain payment: expected 1 or 2 arguments, got 0; usage: billing explain payment [PROVIDER] ID [--json]"},
+		{[]string{"explain", "order"}, "billing explain order: expected 1 argument, got 0; usage: billing explain order ID [--json]"},
+		{[]string{"explain", "payment", "ch_cli"}, `explain payment: "ch_cli" may be a stripe or creem id: name the provider`},
+		{[]string{"explain", "payment", "evt_cli_1"}, `explain payment: the prefix of "evt_cli_1" names no provider: name it (stripe, paddle, creem)`},
+		{[]string{"explain", "payment", "stripe", "\xff"}, "payment id must be valid UTF-8 without NUL"},
+		{[]string{"explain", "payment", "pi_\xff"}, "payment id must be valid UTF-8 without NUL"},
 	} {
 		code, out := runBillingExit(t, env, c.args...)
 		require.Equal(t, 1, code, out)
 		require.Contains(t, out, c.want)
 	}
+	// A provider's id holding control characters prints escaped.
+	deliver("evt_cli_3", devwebhook.PaymentEvent("stripe", "evt_cli_3", hostileID, o.ID, o.Amount, o.Currency))
+	text = runBilling(t, env, "explain", "order", order)
+	requirePrintable(t, text)
+	require.Contains(t, text, `also known as pi_\x1b[2J\x1b[31mred\u009b0m\u202eevil\x7f\n`)
+	requirePrintable(t, runBilling(t, env, "explain", "payment", "stripe", "evt_cli_3"))
+
 	help := runBilling(t, env, "explain", "--help")
 	for _, want := range []string{"order", "payment", "player", "River UI", "--json"} {
 		require.Contains(t, help, want)

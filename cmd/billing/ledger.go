@@ -12,6 +12,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/audit"
+	"github.com/fibe-dev/billing/internal/safetext"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -30,20 +31,21 @@ func newLedgerVerifyCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "verify [--player ID] [--json]",
 		Short: "Audit the ledger invariants; exit 0 when clean, 1 with a report",
-		Long: `verify runs the full audit (every invariant of docs/contract.md). It checks
-invariants 1-3 in one consistent snapshot: every
-wallet balance equals the sum of its entries and its latest balance_after,
-never negative, with gapless entry numbers; every transaction has two entries
-summing to zero, and each currency sums to zero; one transaction per
-idempotency key, and conversion legs in pairs. Then invariants 4-6: at most
-one funding debit per Marquee per service day with paid_through backed by it,
-at most one fulfillment credit per order and only for its snapshot, one claim
-per provider event and a job for every claimed payment (events younger than
-River's job retention). Then invariants 7-9: one applied payment per order
-and no mint for an unapplied one, Mana clawed back never more than a payment
-minted, and each player's debt equal to their receivable entries.
+		Long: `verify runs the full audit: every invariant of docs/contract.md. It checks
+the ledger's (1-3) in one consistent snapshot: every wallet balance equals
+the sum of its entries and its latest balance_after, never negative, with
+gapless entry numbers; every transaction has two entries summing to zero,
+and each currency sums to zero; one transaction per idempotency key, and
+conversion legs in pairs. Then every domain invariant, from 4 on: at most
+one funding debit per Marquee per service day with paid_through backed by
+it, at most one fulfillment credit per order and only for its snapshot, one
+claim per provider event and a job for every claimed payment (events younger
+than River's job retention), one applied payment per order and no mint for
+an unapplied one, Mana clawed back never more than a payment minted, each
+player's debt equal to their receivable entries, the books following the
+provider's truth as its events add up, and any invariant the contract adds.
 
-Clean: one summary line on stdout, exit 0. Otherwise every violation, one a
+Clean: one summary line on stdout (it names the invariants checked), exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1. --player audits
 one player's wallets and transactions (invariants 1-3); a player that does
 not exist is an error (exit 1), not a clean audit.
@@ -124,10 +126,11 @@ type violationReport interface {
 // textViolations: one line per violation, then the summary line.
 type textViolations struct{ out io.Writer }
 
-func (t textViolations) violation(line string) { fmt.Fprintln(t.out, line) }
+// violation prints line escaped: it names the provider's ids as sent.
+func (t textViolations) violation(line string) { fmt.Fprintln(t.out, safetext.Escape(line)) }
 
 func (t textViolations) end(r *audit.Report) error {
-	_, err := fmt.Fprintln(t.out, r.Summary())
+	_, err := fmt.Fprintln(t.out, safetext.Escape(r.Summary()))
 	return err
 }
 

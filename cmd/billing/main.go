@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fibe-dev/billing/internal/safetext"
 	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
@@ -34,14 +35,27 @@ func main() {
 		if errors.As(err, &ex) {
 			os.Exit(ex.code)
 		}
-		fmt.Fprintln(os.Stderr, "billing:", oneLine(err.Error()))
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
 }
 
+// errorLine is the one line a failed command prints: the program's name,
+// once (an error that already starts with it, "billing dev is already
+// running", is not prefixed again), then the error on one line.
+func errorLine(err error) string {
+	msg := oneLine(err.Error())
+	if strings.HasPrefix(msg, "billing ") || strings.HasPrefix(msg, "billing:") {
+		return msg
+	}
+	return "billing: " + msg
+}
+
 // oneLine puts an error on the one line a failed command prints: an error
 // of several lines (pgx lists each connection attempt, often the same one
-// twice) becomes its distinct lines joined with "; ".
+// twice) becomes its distinct lines joined with "; ". An error may quote
+// what a provider or an API caller sent, so the line is escaped (package
+// safetext) like every text output.
 func oneLine(msg string) string {
 	var out strings.Builder
 	seen := map[string]bool{}
@@ -60,7 +74,7 @@ func oneLine(msg string) string {
 		}
 		out.WriteString(l)
 	}
-	return out.String()
+	return safetext.Escape(out.String())
 }
 
 // exitError ends the process with a code after the command printed its own report.

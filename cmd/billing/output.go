@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/safetext"
 )
 
 // withPool loads the configuration, opens a small pool and runs f: the
@@ -28,16 +29,19 @@ func withPool(cmd *cobra.Command, f func(context.Context, *pgxpool.Pool, *config
 }
 
 // printResult writes v as one JSON object with --json, else the line text.
+// Text lines carry provider ids, keys and reasons someone else chose: they
+// are escaped (package safetext) so that no control character reaches the
+// terminal; JSON escapes its own.
 func printResult(out io.Writer, asJSON bool, v any, text string) error {
 	if asJSON {
 		return json.NewEncoder(out).Encode(v)
 	}
-	_, err := fmt.Fprintln(out, text)
+	_, err := fmt.Fprintln(out, safetext.Escape(text))
 	return err
 }
 
 // printList writes items as a JSON array (never null) with --json, else one
-// line each (line) and then the summary.
+// line each (line) and then the summary, each line escaped as printResult's.
 func printList[T any](out io.Writer, items []T, asJSON bool, line func(T) string, summary string) error {
 	if asJSON {
 		if items == nil {
@@ -46,9 +50,9 @@ func printList[T any](out io.Writer, items []T, asJSON bool, line func(T) string
 		return json.NewEncoder(out).Encode(items)
 	}
 	for _, it := range items {
-		fmt.Fprintln(out, line(it))
+		fmt.Fprintln(out, safetext.Escape(line(it)))
 	}
-	_, err := fmt.Fprintln(out, summary)
+	_, err := fmt.Fprintln(out, safetext.Escape(summary))
 	return err
 }
 

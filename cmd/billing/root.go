@@ -55,7 +55,10 @@ func loadConfig(cmd *cobra.Command, requireDB bool) (*config.Config, error) {
 }
 
 // newLogger logs JSON when stderr is not a terminal (production, CI), text
-// on a terminal, unless log_format says otherwise.
+// on a terminal, unless log_format says otherwise. Both are safe for what
+// a provider chose: JSON escapes control characters, and slog's text
+// handler quotes any value holding one (internal/telemetry's tests hold it
+// to that).
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	format := cfg.LogFormat
 	if format == "" {

@@ -1,6 +1,15 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/fibe-dev/billing/internal/operatorpage"
+)
+
+// RiverUIHome is where links into the River UI lead (the index, billing
+// dev's banner): its queues, with what each holds and runs. The UI's own
+// home, its Running jobs, is empty most of the time.
+const RiverUIHome = "/riverui/queues"
 
 // index is the answer of GET / and GET /v1: where to go from here, for
 // someone who followed billing dev's banner or typed the server's address.
@@ -9,6 +18,7 @@ type index struct {
 	APIDocument string   `json:"api_document"`
 	Health      string   `json:"health"`
 	RiverUI     string   `json:"river_ui,omitempty"`
+	Timeline    string   `json:"timeline,omitempty"`
 	Docs        []string `json:"docs"`
 }
 
@@ -24,8 +34,8 @@ var indexDocs = []string{
 // it points to).
 func (s *Server) index(route string) http.Handler {
 	body := index{Name: "billing API", APIDocument: "/v1/openapi.json", Health: "/healthz", Docs: indexDocs}
-	if s.riverUI != nil {
-		body.RiverUI = "/riverui/"
+	if s.riverUI != nil { // the operator page is mounted with it
+		body.RiverUI, body.Timeline = RiverUIHome, operatorpage.Path
 	}
 	return instrument(route, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_ = writeJSON(w, http.StatusOK, body) // a constant body always encodes

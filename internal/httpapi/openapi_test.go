@@ -32,9 +32,9 @@ import (
 )
 
 // operational are the routes of the web process that are not part of the
-// API contract: probes, metrics and the River UI (an admin console behind
-// its own credentials).
-var operational = []string{"GET /healthz", "GET /metrics", "/riverui/", "/riverui"}
+// API contract: metrics and the River UI (an admin console behind its own
+// credentials). The health probe is documented.
+var operational = []string{"GET /metrics", "/riverui/", "/riverui"}
 
 // redirects are routes that only send the client to a documented path
 // (the document names them in that path's description).
@@ -310,7 +310,7 @@ func (c *conformance) playgroundNameCalls(alice player, marquee string) {
 }
 
 // indexCalls: / and /v1 answer the index without a key; /v1/ sends the
-// client to /v1.
+// client to /v1; /healthz answers the probe without a key.
 func (c *conformance) indexCalls(nobody player) {
 	big := map[string]string{"X-Big": strings.Repeat("b", 100<<10)}
 	for _, path := range []string{"/", "/v1"} {
@@ -319,6 +319,8 @@ func (c *conformance) indexCalls(nobody player) {
 		c.do(call{as: nobody, method: "GET", path: path, headers: big, want: 431, code: CodeHeadersTooLarge})
 	}
 	c.do(call{as: nobody, method: "GET", path: "/v1/openapi.json", headers: big, want: 431, code: CodeHeadersTooLarge})
+	require.Equal(c.t, "ok\n", string(c.do(call{as: nobody, method: "GET", path: "/healthz", want: 200}).raw))
+	c.do(call{as: nobody, method: "GET", path: "/healthz", headers: big, want: 431, code: CodeHeadersTooLarge})
 	resp, err := noRedirects.Get(c.e.srv.URL + "/v1/")
 	require.NoError(c.t, err)
 	resp.Body.Close()
@@ -329,7 +331,7 @@ func (c *conformance) indexCalls(nobody player) {
 // headCalls sends HEAD to every GET route: the GET's status and headers,
 // no body, for a success and for an error.
 func (c *conformance) headCalls(alice, bob, nobody player, ids map[string]string) {
-	public := []string{"/", "/v1", "/v1/openapi.json"}
+	public := []string{"/", "/v1", "/v1/openapi.json", "/healthz"}
 	owned := []string{"/v1/wallets", "/v1/wallets/mana/transactions", "/v1/marquees", "/v1/orders/" + ids["order"],
 		"/v1/marquees/" + ids["marquee"], "/v1/playgrounds/" + ids["playground"], "/v1/requests/" + ids["request"]}
 	big := map[string]string{"X-Big": strings.Repeat("b", 100<<10)}

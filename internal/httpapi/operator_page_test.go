@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +37,23 @@ type pageEnv struct {
 	t     *testing.T
 	srv   *httptest.Server
 	order *fulfillment.Order
+	// errors counts the server's ERROR log records.
+	errors *errorCount
+}
+
+// errorCount is a log handler that counts ERROR records and drops the rest.
+type errorCount struct {
+	slog.Handler
+	n atomic.Int64
+}
+
+func (c *errorCount) Enabled(context.Context, slog.Level) bool { return true }
+
+func (c *errorCount) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		c.n.Add(1)
+	}
+	return nil
 }
 
 // newPageEnv pays one order twice through the server's intake: the
@@ -45,13 +65,14 @@ func newPageEnv(t *testing.T) *pageEnv {
 	client, err := jobs.NewClient(pool, jobs.Options{Logger: quiet})
 	require.NoError(t, err)
 	providers := drivers.New(map[string]provider.Options{provider.Stripe: {WebhookSecrets: []string{"whsec_page"}}})
+	errs := &errorCount{Handler: slog.DiscardHandler}
 	s, err := New(Options{Pool: pool, River: client, Wallet: wallet.New(pool, wallet.Options{}), Plans: enforcer.DefaultPlans(),
-		RiverUIUser: "ops", RiverUIPassword: "s3cret", Logger: quiet, Providers: providers})
+		RiverUIUser: "ops", RiverUIPassword: "s3cret", Logger: slog.New(errs), Providers: providers})
 	require.NoError(t, err)
 	uiCtx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	require.NoError(t, s.Start(uiCtx))
-	e := &pageEnv{t: t, srv: httptest.NewServer(s)}
+	e := &pageEnv{t: t, srv: httptest.NewServer(s), errors: errs}
 	t.Cleanup(e.srv.Close)
 	fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{})
 	p, _, err := players.Create(ctx, pool, "page")
@@ -177,6 +198,7 @@ func TestOperatorPageSearch(t *testing.T) {
 		"evt_page_2":                     "/timeline/payment/stripe/evt_page_2",
 		"player " + strconv.Itoa(1):      "/timeline/player/1",
 		"1&kind=player&since=2026-11-01": "/timeline/player/1?since=2026-11-01",
+		"1&kind=player&since=2026-11-01%26q%3Dx%23y":               "/timeline/player/1?since=2026-11-01%26q%3Dx%23y",
 		"cs_test_order_" + order + "&provider=stripe&kind=payment": "/timeline/payment/stripe/cs_test_order_" + order,
 	} {
 		res, _ := e.get("/timeline/?q="+strings.NewReplacer(" ", "+", "#", "%23").Replace(q), "ops")
@@ -217,4 +239,42 @@ func TestOperatorPageOnlyReads(t *testing.T) {
 	res, _ := e.get("/timeline", "ops")
 	require.Equal(t, http.StatusMovedPermanently, res.StatusCode)
 	require.Equal(t, "/timeline/", res.Header.Get("Location"))
+}
+
+// An id no provider can send (NUL, invalid UTF-8), in a search or a path,
+// is the operator's bad input: 400 with a message that says so, nothing
+// logged as an ERROR (it is not the database's failure).
+func TestOperatorPageRefusesInvalidIDs(t *testing.T) {
+	t.Parallel()
+	e := newPageEnv(t)
+	for _, path := range []string{"/timeline/?q=%00", "/timeline/?q=pi_%ff", "/timeline/?q=%ff&kind=payment&provider=stripe",
+		"/timeline/payment/stripe/%ff", "/timeline/payment/stripe/pi_%00", "/timeline/payment/str%ffipe/pi_1"} {
+		res, body := e.get(path, "ops")
+		require.Equal(t, http.StatusBadRequest, res.StatusCode, path)
+		require.Equal(t, "text/html; charset=utf-8", res.Header.Get("Content-Type"), path)
+		require.Contains(t, body, `<div class="message" role="alert">`, path)
+		require.Contains(t, body, "must be valid UTF-8 without NUL", path)
+	}
+	require.Zero(t, e.errors.n.Load(), "bad input is not logged as an ERROR")
+}
+
+// The index links the operator's two views where they are mounted, each
+// to a page that answers the operator: the River UI's queues (its own
+// home, the Running jobs, is mostly empty) and the payment timeline.
+func TestIndexLinksTheOperatorViews(t *testing.T) {
+	t.Parallel()
+	e := newPageEnv(t)
+	res, body := e.get("/v1", "")
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	var ix map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &ix))
+	require.NoError(t, loadDoc(t, e.srv.URL).Components.Schemas["Index"].Value.VisitJSON(ix), "the index is the documented one")
+	require.Equal(t, "/riverui/queues", ix["river_ui"])
+	require.Equal(t, "/timeline/", ix["timeline"])
+	for _, link := range []string{ix["river_ui"].(string), ix["timeline"].(string)} {
+		res, body := e.get(link, "ops")
+		require.Equal(t, http.StatusOK, res.StatusCode, link)
+		require.Contains(t, res.Header.Get("Content-Type"), "text/html", link)
+		require.NotEmpty(t, body)
+	}
 }

@@ -58,7 +58,7 @@ func TestInUseAnswerCarriesRetryAfter(t *testing.T) {
 	require.Equal(t, http.StatusConflict, dup.status, dup.body)
 	require.Equal(t, "1", dup.header.Get("Retry-After"))
 	require.Equal(t, "application/problem+json", dup.header.Get("Content-Type"))
-	require.Equal(t, http.StatusCreated, (<-done).status)
+	require.Equal(t, http.StatusCreated, await(t, done, "the first request's answer").status)
 }
 
 // rawRequest writes head and part of a body to a fresh connection to url,

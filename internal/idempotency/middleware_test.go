@@ -25,6 +25,49 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
+// waitFor bounds every wait of these tests (a request, a channel, a
+// group): one that hangs fails naming what it waited for, instead of
+// stalling the package until go test's timeout, which names no test.
+const waitFor = 30 * time.Second
+
+// client is every request's client: a request that hangs fails after waitFor.
+var client = &http.Client{Timeout: waitFor}
+
+// await receives from ch, or fails t naming what did not come in time. A
+// request posted from a goroutine that failed (require stops that
+// goroutine) never sends: this is where the test says so.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitFor):
+		t.Fatalf("%s did not come within %s", what, waitFor)
+		panic("unreachable")
+	}
+}
+
+// awaitGroup waits for wg, or fails t naming what did not finish in time.
+func awaitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	await(t, done, what)
+}
+
+// blockUntil blocks a handler until ch is closed; after waitFor it reports
+// that the test never closed it and returns false. It runs on the server's
+// goroutine, so it fails t with Errorf (never FailNow).
+func blockUntil(t *testing.T, ch <-chan struct{}, what string) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(waitFor):
+		t.Errorf("a handler waited %s for %s", waitFor, what)
+		return false
+	}
+}
+
 // fixture is a server whose one POST route inserts an "effect" row in the
 // middleware's transaction, so tests can count effects.
 type fixture struct {
@@ -97,7 +140,7 @@ func (f *fixture) post(t *testing.T, player int64, key, body string) result {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -155,7 +198,7 @@ func TestConcurrentSameKeyRunsOnce(t *testing.T) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	awaitGroup(t, &wg, "the racing requests' answers")
 	var created, replayed, inUse int
 	var body string
 	for _, r := range results {
@@ -278,7 +321,7 @@ func TestPanicRollsBackAndReleases(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("X-Player", strconv.FormatInt(f.player, 10))
 	req.Header.Set("Idempotency-Key", "k")
-	_, err = http.DefaultClient.Do(req) // net/http aborts the connection on a panic
+	_, err = client.Do(req) // net/http aborts the connection on a panic
 	require.Error(t, err)
 	require.Equal(t, 0, f.effects(t))
 	require.Equal(t, 0, f.keyCount(t, "running"))

@@ -51,14 +51,14 @@ func TestWrapOutsideTx(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/things", strings.NewReader("{}"))
 			req.Header.Set("X-Player", fmt.Sprint(f.player))
 			req.Header.Set("Idempotency-Key", "k")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := client.Do(req)
 			if err == nil {
 				results[i] = result{status: resp.StatusCode}
 				resp.Body.Close()
 			}
 		})
 	}
-	wg.Wait()
+	awaitGroup(t, &wg, "the ten racing requests' answers")
 	created := 0
 	for _, res := range results {
 		require.Contains(t, []int{http.StatusCreated, http.StatusConflict}, res.status)

@@ -3,6 +3,8 @@ package idempotency_test
 import (
 	"context"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,20 +73,28 @@ func TestSlowLiveHolderIsNotTakenOver(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, idempotency.Options{LockTimeout: time.Millisecond})
 	started, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // a failed assertion still lets the first request end
 	ok := f.effect(http.StatusCreated, 0)
+	var runs atomic.Int64
 	f.setHandler(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
-		close(started)
-		<-release
+		// Only the first run blocks: a duplicate that took the key over
+		// runs through and fails the 409 check below, rather than hang.
+		if runs.Add(1) == 1 {
+			close(started)
+			blockUntil(t, release, "the test to release the first request")
+		}
 		ok(w, r, tx)
 	})
 	first := make(chan result, 1)
 	go func() { first <- f.post(t, f.player, "k", `{}`) }()
-	<-started
+	await(t, started, "the first request's handler")
 	f.clock.Add(time.Hour)
 	dup := f.post(t, f.player, "k", `{}`)
-	require.Equal(t, http.StatusConflict, dup.status)
-	close(release)
-	require.Equal(t, http.StatusCreated, (<-first).status)
+	require.Equal(t, http.StatusConflict, dup.status, "a duplicate of a live holder's key: %s", dup.body)
+	unblock()
+	require.Equal(t, http.StatusCreated, await(t, first, "the first request's answer").status)
 	require.True(t, f.post(t, f.player, "k", `{}`).replayed)
 	require.Equal(t, 1, f.effects(t))
 	require.EqualValues(t, 1, f.calls.Load())

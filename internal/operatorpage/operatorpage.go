@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,28 +120,35 @@ func (h *handler) payment(w http.ResponseWriter, r *http.Request) {
 // show renders the timeline load returns, or what kept it from loading.
 func (h *handler) show(w http.ResponseWriter, r *http.Request, load func(context.Context) (*timeline.Timeline, error)) {
 	tl, err := load(r.Context())
-	switch {
-	case errors.Is(err, timeline.ErrNotFound):
-		h.render(w, r, http.StatusNotFound, &view{Message: notFound(err)})
-	case err != nil:
+	if err != nil {
 		h.fail(w, r, err)
-	default:
-		h.render(w, r, http.StatusOK, &view{Timeline: tl, Rows: rows(tl, h.opts.RiverUI)})
+		return
 	}
+	h.render(w, r, http.StatusOK, &view{Timeline: tl, Rows: rows(tl, h.opts.RiverUI)})
 }
 
-// notFound is the error without the package's prefix.
-func notFound(err error) string {
+// message is the error without its package's prefix (sentinel).
+func message(err, sentinel error) string {
 	msg := err.Error()
-	if i := strings.Index(msg, timeline.ErrNotFound.Error()+": "); i >= 0 {
-		msg = msg[i+len(timeline.ErrNotFound.Error())+2:]
+	if i := strings.Index(msg, sentinel.Error()+": "); i >= 0 {
+		msg = msg[i+len(sentinel.Error())+2:]
 	}
 	return titled(msg) + "."
 }
 
+// fail answers what kept a timeline from loading: nothing known (404), an
+// id no provider sends (400, the operator's input), else the database's
+// failure (500, logged).
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	h.opts.Logger.ErrorContext(r.Context(), "operator page failed", "path", r.URL.Path, "error", err)
-	h.render(w, r, http.StatusInternalServerError, &view{Message: "The database could not be read; try again (the error is logged)."})
+	switch {
+	case errors.Is(err, timeline.ErrNotFound):
+		h.render(w, r, http.StatusNotFound, &view{Message: message(err, timeline.ErrNotFound)})
+	case errors.Is(err, timeline.ErrInvalidID):
+		h.render(w, r, http.StatusBadRequest, &view{Message: message(err, timeline.ErrInvalidID)})
+	default:
+		h.opts.Logger.ErrorContext(r.Context(), "operator page failed", "path", r.URL.Path, "error", err)
+		h.render(w, r, http.StatusInternalServerError, &view{Message: "The database could not be read; try again (the error is logged)."})
+	}
 }
 
 // render writes the page with v and the operator's lists.
@@ -192,19 +200,12 @@ func titled(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// providers is the order a provider id is tried in: the one its prefix
-// names first.
+// providers is the order a provider id is tried in: the ones its prefix
+// names first (timeline.ProvidersOf), then the rest.
 func providers(id string) []string {
-	first := provider.Stripe
-	switch {
-	case strings.HasPrefix(id, "txn_"), strings.HasPrefix(id, "adj_"), strings.HasPrefix(id, "chargeback:"):
-		first = provider.Paddle
-	case strings.HasPrefix(id, "ord_"):
-		first = provider.Creem
-	}
-	out := []string{first}
+	out := timeline.ProvidersOf(id)
 	for _, p := range provider.Names() {
-		if p != first {
+		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}

@@ -16,6 +16,8 @@ func TestProvidersByPrefix(t *testing.T) {
 		"adj_01h":            {"paddle", "stripe", "creem"},
 		"chargeback:txn_01h": {"paddle", "stripe", "creem"},
 		"ord_9":              {"creem", "stripe", "paddle"},
+		"ch_1":               {"stripe", "creem", "paddle"},
+		"charge:ch_1":        {"stripe", "paddle", "creem"},
 		"something-else":     {"stripe", "paddle", "creem"},
 	} {
 		require.Equal(t, want, providers(id), id)

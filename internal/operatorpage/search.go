@@ -3,6 +3,7 @@ package operatorpage
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -36,7 +37,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, &view{Message: msg})
 	default:
 		if since := q.Get("since"); since != "" && strings.HasPrefix(target, Path+"player/") {
-			target += "?since=" + since
+			target += "?" + url.Values{"since": {since}}.Encode()
 		}
 		http.Redirect(w, r, target, http.StatusSeeOther)
 	}

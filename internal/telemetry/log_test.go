@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -49,4 +53,26 @@ func TestEnabledFollowsOTELEnvironment(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, telemetry.Enabled(func(k string) string { return tc.env[k] }), "%v", tc.env)
 	}
+}
+
+// The text log format (a terminal's) prints what a provider chose escaped:
+// slog's text handler quotes every message, key and value holding a
+// control character, a non-printing rune or invalid UTF-8, and the trace
+// handler keeps it so. A handler swapped for one that writes values raw
+// fails here.
+func TestTextLogsEscapeControlCharacters(t *testing.T) {
+	t.Parallel()
+	const hostile = "pi_\x1b[2J\x1b[31mred\u009b0m\u202eevil\x7f\xff"
+	var buf bytes.Buffer
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(&buf, nil))).With("payment", hostile)
+	logger.WithGroup("evt\x1b").Info("claimed "+hostile, "id", hostile, "error", errors.New("bad "+hostile),
+		"ids", []string{hostile}, slog.Group("g", "k\u202e", hostile))
+
+	out := buf.String()
+	require.Equal(t, 1, strings.Count(out, "\n"), "one line:\n%q", out)
+	for _, r := range strings.TrimSuffix(out, "\n") {
+		require.True(t, unicode.IsPrint(r), "the log line holds %U:\n%q", r, out)
+	}
+	require.True(t, utf8.ValidString(out), "%q", out)
+	require.Contains(t, out, `payment="pi_\x1b[2J\x1b[31mred\u009b0m\u202eevil\x7f\xff"`)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/fibe-dev/billing/internal/safetext"
 )
 
 // Title names the subject: "Order 7", "Payment stripe pi_123", "Player 3".
@@ -38,34 +40,40 @@ func (l Line) Stamp() string { return stamp(l.At) }
 const textIndent = "                                     "
 
 // WriteText prints the timeline for a terminal: the verdict, then one
-// line per event with its keys, details and River UI link beneath.
+// line per event with its keys, details and River UI link beneath. Ids,
+// reasons and errors are what a provider or a job chose, so every line
+// is escaped (package safetext) before it reaches the terminal.
 func (t *Timeline) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "%s\n\n%s\n", t.Title(), t.Verdict)
+	line := func(s string) { b.WriteString(safetext.Escape(s) + "\n") }
+	line(t.Title())
+	line("")
+	line(t.Verdict)
 	if t.Attention {
-		fmt.Fprintln(b, "(needs attention)")
+		line("(needs attention)")
 	}
 	for _, n := range t.Notes {
-		fmt.Fprintln(b, "note: "+n)
+		line("note: " + n)
 	}
-	fmt.Fprintf(b, "\n%-23s  %-9s  %s\n", "TIME (UTC)", "LAYER", "WHAT")
+	line("")
+	line(fmt.Sprintf("%-23s  %-9s  %s", "TIME (UTC)", "LAYER", "WHAT"))
 	for _, l := range t.Lines {
 		text := l.Text
 		if l.Flag != "" {
 			text = "[" + strings.ToUpper(l.Flag) + "] " + text
 		}
-		fmt.Fprintf(b, "%-23s  %-9s  %s\n", l.Stamp(), l.Layer, text)
+		line(fmt.Sprintf("%-23s  %-9s  %s", l.Stamp(), l.Layer, text))
 		if len(l.Keys) > 0 {
-			fmt.Fprintln(b, textIndent+"key: "+l.KeysText())
+			line(textIndent + "key: " + l.KeysText())
 		}
 		for _, d := range l.Details {
-			fmt.Fprintln(b, textIndent+d)
+			line(textIndent + d)
 		}
 		if len(l.Entries) > 0 {
-			fmt.Fprintln(b, textIndent+"ledger: "+l.EntriesText())
+			line(textIndent + "ledger: " + l.EntriesText())
 		}
 		if l.RiverUI != "" {
-			fmt.Fprintln(b, textIndent+"River UI: "+l.RiverUI)
+			line(textIndent + "River UI: " + l.RiverUI)
 		}
 	}
 	return b.Flush()

@@ -19,7 +19,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fibe-dev/billing/internal/dbtx"
 )
@@ -27,6 +29,11 @@ import (
 // ErrNotFound is returned for an order, payment or player nothing is
 // known about.
 var ErrNotFound = errors.New("timeline: not found")
+
+// ErrInvalidID is returned for a provider or payment id no provider can
+// have sent: one holding NUL or invalid UTF-8, which PostgreSQL's text
+// refuses (nothing is looked up).
+var ErrInvalidID = errors.New("timeline: invalid id")
 
 // Subject kinds.
 const (
@@ -168,6 +175,12 @@ func Order(ctx context.Context, db dbtx.DB, id int64) (*Timeline, error) {
 // refund or dispute whose payment is not known yet gets a timeline of its
 // own events.
 func Payment(ctx context.Context, db dbtx.DB, provider, id string) (*Timeline, error) {
+	if err := checkText("provider", provider); err != nil {
+		return nil, err
+	}
+	if err := checkText("payment id", id); err != nil {
+		return nil, err
+	}
 	return inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return paymentTimeline(ctx, q, provider, id) })
 }
 
@@ -176,4 +189,13 @@ func Payment(ctx context.Context, db dbtx.DB, provider, id string) (*Timeline, e
 // per wallet at most.
 func Player(ctx context.Context, db dbtx.DB, id int64, since time.Time) (*Timeline, error) {
 	return inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return playerTimeline(ctx, q, id, since) })
+}
+
+// checkText refuses what a text column cannot hold, before it reaches a
+// query (where it would be a database error, not the caller's).
+func checkText(what, s string) error {
+	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return fmt.Errorf("%w: a %s must be valid UTF-8 without NUL", ErrInvalidID, what)
+	}
+	return nil
 }
