@@ -36,10 +36,10 @@ func (w *Worker) unapplied(ctx context.Context, tx pgx.Tx, job *river.Job[Fulfil
 	// order's own event is refused instead: see reject).
 	return verdict{outcome: OutcomeUnapplied, commit: true, ev: ev, refund: p, why: reason,
 		result: appliedTo("payment", p.ID), logged: func() {
-		unappliedPayments.WithLabelValues(p.Provider).Inc()
-		w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
-			"amount", p.Amount, "currency", p.Currency, "reason", reason)
-	}}, nil
+			unappliedPayments.WithLabelValues(p.Provider).Inc()
+			w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
+				"amount", p.Amount, "currency", p.Currency, "reason", reason)
+		}}, nil
 }
 
 // settleUnapplied refunds unapplied payment p when it can, and returns the

@@ -359,9 +359,9 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	}
 	return verdict{outcome: OutcomeFulfilled, commit: true, complete: true, ev: ev,
 		result: appliedTo("wallet_transaction", t.ID), logged: func() {
-		w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
-			"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
-	}}, nil
+			w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
+				"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
+		}}, nil
 }
 
 // completeAndCommit marks job completed inside tx and commits, so the job
