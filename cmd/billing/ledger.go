@@ -38,10 +38,16 @@ summing to zero, and each currency sums to zero; one transaction per
 idempotency key, and conversion legs in pairs. Then invariants 4-6: at most
 one funding debit per Marquee per service day with paid_through backed by it,
 at most one fulfillment credit per order and only for its snapshot, one claim
-per provider event and a job for every claimed payment (events younger than
-River's job retention). Then invariants 7-9: one applied payment per order
-and no mint for an unapplied one, Mana clawed back never more than a payment
-minted, and each player's debt equal to their receivable entries.
+per provider event and no event with two jobs that ran. Then invariants 7-10:
+one applied payment per order and no mint for an unapplied one, Mana clawed
+back never more than a payment minted, each player's debt equal to their
+receivable entries, and the books following the provider's refunds and
+disputes. Then invariant 11: every claimed provider event (payments, refunds,
+disputes) has one recorded outcome (applied, refused, ignored, waiting for
+its payment) or a live River job, whatever its age; each one with neither
+(its job was cancelled or discarded before it decided) is named as
+"invariant 11 event_without_outcome <provider>/<event id>": billing webhooks
+redrive re-enqueues it, billing webhooks close closes it on purpose.
 
 Clean: one summary line on stdout, exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1. --player audits
