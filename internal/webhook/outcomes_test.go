@@ -12,10 +12,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/players"
 	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/internal/webhook"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // newIdleEnv is newEnv whose intake enqueues jobs that nothing works
@@ -242,5 +244,54 @@ func TestClaimOneCommitFailureLeavesNoJob(t *testing.T) {
 	require.Equal(t, 1, jobsSeen, "the hook runs after the job insert")
 	require.Zero(t, e.events(), "the failed commit left a claim")
 	require.Zero(t, e.count(`SELECT count(*)::int FROM river_job`), "the failed commit left a job")
+	e.requireClean()
+}
+
+// A refund naming a payment billing never saw waits for it (outcome
+// waiting); after its grace period decide-pending refuses it, on the event
+// and as its outcome, and a later payment does not revive it. A payment
+// for an order that does not exist is refused; one that does not match its
+// order too, with the reason.
+func TestWaitingAndRefusedOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	o := e.order("mana_1000", "paddle")
+	txn := devwebhook.OrderPaymentID("paddle", strconv.FormatInt(o.ID, 10))
+	refund := devwebhook.ReversalEvent("paddle", "evt_early", txn, "adj_1", "refund", "succeeded", 999, "usd")
+	require.Equal(t, "claimed", e.deliver("paddle", refund).status())
+	require.Equal(t, "completed", e.waitEventJobs("reverse_payment", "evt_early")[0].State)
+	require.Equal(t, outcomeRow{Outcome: "waiting", Reason: "payment " + txn + " is not known yet", PaymentRef: txn},
+		e.outcome("paddle", "evt_early"))
+
+	w := fulfillment.NewReverseWorker(fulfillment.WorkerOptions{Pool: e.pool, Wallet: wallet.New(e.pool, wallet.Options{}),
+		Logger: discard})
+	refused, err := w.RefuseUnknown(ctx, fulfillment.UnknownPaymentGrace)
+	require.NoError(t, err)
+	require.Empty(t, refused, "within its grace period it waits")
+	_, err = e.pool.Exec(ctx, `UPDATE reversal_events SET received_at = now() - interval '73 hours'`)
+	require.NoError(t, err)
+	refused, err = w.RefuseUnknown(ctx, fulfillment.UnknownPaymentGrace)
+	require.NoError(t, err)
+	require.Equal(t, []fulfillment.EventKey{{Provider: "paddle", EventID: "evt_early"}}, refused)
+	require.Equal(t, "refused", e.outcome("paddle", "evt_early").Outcome)
+	require.Equal(t, fulfillment.ReasonUnknownPayment, e.outcome("paddle", "evt_early").Reason)
+	e.requireClean()
+
+	require.Equal(t, "claimed", e.deliver("paddle", devwebhook.CompletedEvent("paddle", "evt_pay", o.ID, 999, "usd")).status())
+	require.Equal(t, "completed", e.waitEventJobs("fulfill_order", "evt_pay")[0].State)
+	require.Equal(t, int64(1000), e.mana(), "a refused refund claws nothing back")
+	require.Equal(t, "refused", e.outcome("paddle", "evt_early").Outcome)
+	require.Contains(t, e.outcome("paddle", "evt_pay").Ref, "wallet_transaction:")
+
+	require.Equal(t, "claimed", e.deliver("creem", devwebhook.CompletedEvent("creem", "evt_ghost", 987654, 999, "usd")).status())
+	require.Equal(t, "cancelled", e.waitEventJobs("fulfill_order", "evt_ghost")[0].State)
+	require.Equal(t, outcomeRow{Outcome: "refused", Reason: "order 987654 does not exist"}, e.outcome("creem", "evt_ghost"))
+
+	m := e.order("mana_1000", "stripe")
+	require.Equal(t, "claimed", e.deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_short", m.ID, 1, "usd")).status())
+	require.Equal(t, "cancelled", e.waitEventJobs("fulfill_order", "evt_short")[0].State)
+	require.Equal(t, "refused", e.outcome("stripe", "evt_short").Outcome)
+	require.Contains(t, e.outcome("stripe", "evt_short").Reason, "paid 1 usd, order snapshot is 999 usd")
 	e.requireClean()
 }
