@@ -50,8 +50,8 @@ type hooks struct {
 	beforeCommit func(ctx context.Context, tx pgx.Tx)
 }
 
-// claim claims ev, and enqueues its fulfillment, in the next batch of
-// concurrent claims. It reports whether this delivery won. The wait is
+// claim claims ev, and enqueues its job (or re-enqueues an orphan's), in
+// the next batch of concurrent claims. It reports whether this delivery won. The wait is
 // bounded like a claim transaction, so a stuck database answers 503; the
 // batch may still commit the claim then, and the provider's retry is
 // answered as a duplicate.
@@ -67,7 +67,7 @@ func (h *handler) claim(ctx context.Context, ev *Event, body []byte) (bool, erro
 }
 
 // claimBatch is the groupcommit function of the claims: every candidate of
-// the batch is claimed, and the won payments enqueued, in one transaction
+// the batch is claimed, and the jobs enqueued, in one transaction
 // (see commitBatch). When that fails, each delivery is retried alone with
 // claimOne, so one poison delivery fails only itself; the batch-level
 // error is therefore always nil. A commit no standby confirmed
