@@ -160,6 +160,9 @@ func (w *ReverseWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[Re
 	outcome, refused string) (string, error) {
 	a := job.Args
 	what := fmt.Sprintf("%s %s %q", a.Provider, a.ReversalKind, a.ReversalID)
+	if err := recordOutcomes(ctx, tx, a.Provider, a.EventID, reversalResult(a, outcome, refused), ev); err != nil {
+		return OutcomeError, err
+	}
 	if refused == "" {
 		if err := completeAndCommit(ctx, tx, job, what); err != nil {
 			return OutcomeError, err
@@ -332,6 +335,9 @@ func (w *ReverseWorker) decidePayment(ctx context.Context, provider, paymentID s
 	}
 	ev, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "decide-pending")
 	if err != nil {
+		return err
+	}
+	if err := recordOutcomes(ctx, tx, provider, "", nil, ev); err != nil {
 		return err
 	}
 	if err := durable.Commit(ctx, tx); err != nil {

@@ -32,11 +32,14 @@ func (w *Worker) unapplied(ctx context.Context, tx pgx.Tx, job *river.Job[Fulfil
 	if err != nil {
 		return verdict{}, err
 	}
-	return verdict{outcome: OutcomeUnapplied, commit: true, ev: ev, refund: p, why: reason, logged: func() {
-		unappliedPayments.WithLabelValues(p.Provider).Inc()
-		w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
-			"amount", p.Amount, "currency", p.Currency, "reason", reason)
-	}}, nil
+	// Recorded and minted nothing: applied, naming the payment (a rejected
+	// order's own event is refused instead: see reject).
+	return verdict{outcome: OutcomeUnapplied, commit: true, ev: ev, refund: p, why: reason,
+		result: appliedTo("payment", p.ID), logged: func() {
+			unappliedPayments.WithLabelValues(p.Provider).Inc()
+			w.logger.WarnContext(ctx, "payment unapplied", "order_id", o.ID, "provider", p.Provider, "payment_id", p.PaymentID,
+				"amount", p.Amount, "currency", p.Currency, "reason", reason)
+		}}, nil
 }
 
 // settleUnapplied refunds unapplied payment p when it can, and returns the

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/fibe-dev/billing/internal/durable"
+	"github.com/fibe-dev/billing/internal/outcome"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -169,6 +170,9 @@ type verdict struct {
 	why      string   // why refund is unapplied
 	logged   func()   // the log line of a committed decision
 	err      error    // the job's own error (a cancel), when nothing is refunded
+	// result is the event's outcome (invariant 11), recorded in the
+	// transaction when it commits; nil records none.
+	result *outcome.Result
 }
 
 // work owns the job's transaction: it begins it, lets decide do every
@@ -204,6 +208,9 @@ func (w *Worker) end(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrder
 	if !v.commit {
 		return tx.Rollback(ctx)
 	}
+	if err := recordOutcomes(ctx, tx, job.Args.Provider, job.Args.EventID, v.result, v.ev); err != nil {
+		return err
+	}
 	if err := commitVerdict(ctx, tx, job, v); err != nil {
 		return err
 	}
@@ -230,8 +237,10 @@ func (w *Worker) decide(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	a := job.Args
 	o, err := lockOrder(ctx, tx, a.OrderID)
 	if errors.Is(err, ErrNotFound) {
-		return verdict{outcome: OutcomeUnknownOrder, err: river.JobCancel(fmt.Errorf(
-			"fulfillment: %s event %q names order %d, which does not exist: %w", a.Provider, a.EventID, a.OrderID, err))}, nil
+		// Committed, for its refused outcome alone; the job is cancelled.
+		return verdict{outcome: OutcomeUnknownOrder, commit: true,
+			result: refusedFor(fmt.Sprintf("order %d does not exist", a.OrderID)), err: river.JobCancel(fmt.Errorf(
+				"fulfillment: %s event %q names order %d, which does not exist: %w", a.Provider, a.EventID, a.OrderID, err))}, nil
 	}
 	if err != nil {
 		return verdict{}, err
@@ -264,7 +273,8 @@ func (w *Worker) known(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrd
 	if err != nil {
 		return verdict{}, err
 	}
-	v := verdict{outcome: OutcomeAlreadyFulfilled, commit: added > 0, complete: added > 0}
+	// Committed even with nothing added: the event's outcome is recorded.
+	v := verdict{outcome: OutcomeAlreadyFulfilled, commit: true, complete: true, result: appliedTo("payment", p.ID)}
 	if added > 0 {
 		if v.ev, err = w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment"); err != nil {
 			return verdict{}, err
@@ -276,6 +286,7 @@ func (w *Worker) known(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOrd
 	v.outcome, v.complete, v.refund, v.why = OutcomeUnapplied, false, p, p.Reason
 	if o.Status == StatusRejected {
 		v.why = fmt.Sprintf("order %d was rejected earlier (%s)", o.ID, o.Reason)
+		v.result = refusedFor(v.why)
 	}
 	return v, nil
 }
@@ -304,7 +315,7 @@ func (w *Worker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	// Cancelled, not retried: a retry cannot change what was paid, and a
 	// cancelled job stands out in the River UI for an operator to refund.
 	v, err := w.unapplied(ctx, tx, job, o, fmt.Sprintf("%v: %s", ErrPaymentMismatch, reason))
-	v.outcome = OutcomeRejected
+	v.outcome, v.result = OutcomeRejected, refusedFor(reason)
 	unappliedLog := v.logged
 	v.logged = func() {
 		w.logger.WarnContext(ctx, "order rejected", "order_id", o.ID, "reason", reason)
@@ -346,10 +357,11 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	if err != nil {
 		return verdict{}, err
 	}
-	return verdict{outcome: OutcomeFulfilled, commit: true, complete: true, ev: ev, logged: func() {
-		w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
-			"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
-	}}, nil
+	return verdict{outcome: OutcomeFulfilled, commit: true, complete: true, ev: ev,
+		result: appliedTo("wallet_transaction", t.ID), logged: func() {
+			w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,
+				"debt_settled", settled, "wallet_transaction_id", t.ID, "replayed", t.Replayed)
+		}}, nil
 }
 
 // completeAndCommit marks job completed inside tx and commits, so the job

@@ -31,19 +31,24 @@ func newLedgerVerifyCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "verify [--player ID] [--json]",
 		Short: "Audit the ledger invariants; exit 0 when clean, 1 with a report",
-		Long: `verify runs the full audit: every invariant of docs/contract.md. It checks
-the ledger's (1-3) in one consistent snapshot: every wallet balance equals
-the sum of its entries and its latest balance_after, never negative, with
-gapless entry numbers; every transaction has two entries summing to zero,
-and each currency sums to zero; one transaction per idempotency key, and
-conversion legs in pairs. Then every domain invariant, from 4 on: at most
-one funding debit per Marquee per service day with paid_through backed by
-it, at most one fulfillment credit per order and only for its snapshot, one
-claim per provider event and a job for every claimed payment (events younger
-than River's job retention), one applied payment per order and no mint for
-an unapplied one, Mana clawed back never more than a payment minted, each
-player's debt equal to their receivable entries, the books following the
-provider's truth as its events add up, and any invariant the contract adds.
+		Long: `verify runs the full audit (every invariant of docs/contract.md). It checks
+invariants 1-3 in one consistent snapshot: every
+wallet balance equals the sum of its entries and its latest balance_after,
+never negative, with gapless entry numbers; every transaction has two entries
+summing to zero, and each currency sums to zero; one transaction per
+idempotency key, and conversion legs in pairs. Then invariants 4-6: at most
+one funding debit per Marquee per service day with paid_through backed by it,
+at most one fulfillment credit per order and only for its snapshot, one claim
+per provider event and no event with two jobs that ran. Then invariants 7-10:
+one applied payment per order and no mint for an unapplied one, Mana clawed
+back never more than a payment minted, each player's debt equal to their
+receivable entries, and the books following the provider's refunds and
+disputes. Then invariant 11: every claimed provider event (payments, refunds,
+disputes) has one recorded outcome (applied, refused, ignored, waiting for
+its payment) or a live River job, whatever its age; each one with neither
+(its job was cancelled or discarded before it decided) is named as
+"invariant 11 event_without_outcome <provider>/<event id>": billing webhooks
+redrive re-enqueues it, billing webhooks close closes it on purpose.
 
 Clean: one summary line on stdout (it names the invariants checked), exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1. --player audits

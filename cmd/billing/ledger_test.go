@@ -30,7 +30,7 @@ func TestLedgerVerify(t *testing.T) {
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 
 	out := runBilling(t, env, "ledger", "verify")
-	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-10 clean\n", out)
+	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-11 clean\n", out)
 	clean := verifyJSON(t, env, 0)
 	require.Equal(t, true, clean["clean"])
 	require.Empty(t, clean["violations"])

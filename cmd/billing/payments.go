@@ -74,6 +74,7 @@ refunds arrive as the provider's webhooks), is refused.`,
 
 func newPaymentsDecidePendingCmd() *cobra.Command {
 	var asJSON bool
+	grace := fulfillment.UnknownPaymentGrace
 	c := &cobra.Command{
 		Use:   "decide-pending [--json]",
 		Short: "Decide the refund and dispute events still pending for payments that are known",
@@ -83,8 +84,11 @@ reversal_event_undecided): accepted or refused against the payment, folded
 into its facts, and the payment's clawback brought to what they imply, one
 payment at a time under the same locks as the workers. After the upgrade to
 migration 00010 it decides the refunds the old code had refused for exceeding
-their payment. Safe to run at any time, and again: a decided event is never
-decided twice.`,
+their payment. Then it refuses every event still waiting for a payment that
+is not known after --grace (72h, the reconciliation window: a payment whose
+webhook was lost is recovered within it): "unknown payment after its grace
+period", recorded on the event and as its outcome (invariant 11). Safe to
+run at any time, and again: a decided event is never decided twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
@@ -94,12 +98,22 @@ decided twice.`,
 				if err != nil {
 					return err
 				}
+				refused, err := w.RefuseUnknown(ctx, grace)
+				if err != nil {
+					return err
+				}
+				if refused == nil {
+					refused = []fulfillment.EventKey{}
+				}
 				return printResult(cmd.OutOrStdout(), asJSON, struct {
-					Payments int `json:"payments"`
-				}{n}, "decided the pending events of "+count(n, "payment"))
+					Payments int                    `json:"payments"`
+					Refused  []fulfillment.EventKey `json:"refused_unknown_payment"`
+				}{n, refused}, fmt.Sprintf("decided the pending events of %s; refused %s waiting longer than %s for an unknown payment",
+					count(n, "payment"), count(len(refused), "event"), grace))
 			})
 		},
 	}
+	c.Flags().DurationVar(&grace, "grace", grace, "how long an event naming an unknown payment waits before it is refused")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
 	return c
 }

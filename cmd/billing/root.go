@@ -43,6 +43,7 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newDebtsCmd(),
 		newWalletCmd(),
 		newExplainCmd(),
+		newWebhooksCmd(),
 	)
 	plainBoolUsage(root)
 	return root

@@ -1,7 +1,7 @@
 // Package audit runs every invariant check of the system (docs/contract.md,
-// invariants 1-10) as one audit: the wallet's ledger checks (1-3) and each
-// domain's own (4: enforcer, 5: fulfillment, 6: webhook, and whatever a
-// domain adds). `billing ledger verify` and every money test (through
+// invariants 1-11) as one audit: the wallet's ledger checks (1-3) and each
+// domain's own (4: enforcer, 5: fulfillment, 6 and 11: webhook, and
+// whatever a domain adds). `billing ledger verify` and every money test (through
 // audittest.RequireClean) call Run, so "the full audit" means one thing.
 //
 // Each domain owns its checks' SQL; this package only composes them.
@@ -36,9 +36,8 @@ type Options struct {
 	LedgerOnly bool
 	// TZ is the service-day time zone Marquees are funded in; nil is UTC.
 	TZ *time.Location
-	// WebhookSince skips events claimed earlier when matching events with
-	// their jobs (River deletes finished jobs after its retention); zero is
-	// webhook's default (23 hours ago).
+	// WebhookSince is ignored: invariant 11 checks every claimed event,
+	// whatever its age (its outcome outlives its River job).
 	WebhookSince time.Time
 	// MaxViolations bounds the ledger violations the report keeps (all are
 	// counted); 0 is the wallet's default.
@@ -66,7 +65,7 @@ var domainChecks = []domainCheck{
 		return lines(enforcer.AuditFunding(ctx, db, o.TZ))
 	}},
 	{"fulfillment", 5, 5, plain(fulfillment.Audit)},
-	{"webhook", 6, 6, func(ctx context.Context, db dbtx.DB, o Options) ([]string, error) {
+	{"webhook", 6, 11, func(ctx context.Context, db dbtx.DB, o Options) ([]string, error) {
 		return lines(webhook.Audit(ctx, db, webhook.AuditOptions{Since: o.WebhookSince}))
 	}},
 	{"payments", 7, 10, plain(fulfillment.AuditPayments)},
@@ -174,7 +173,10 @@ func runDomains(ctx context.Context, pool *pgxpool.Pool, opts Options, r *Report
 		r.Domain = append(r.Domain, found...)
 		r.Checked = append(r.Checked, c.name)
 	}
-	first, last := domainChecks[0].from, domainChecks[len(domainChecks)-1].to
+	first, last := domainChecks[0].from, 0
+	for _, c := range domainChecks {
+		last = max(last, c.to)
+	}
 	r.invariants = fmt.Sprintf("%d-%d", first, last)
 	return nil
 }

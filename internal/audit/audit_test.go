@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 // TestRunComposesEveryCheck breaks one invariant of each domain behind the
-// code's back (1: ledger, 4: funding, 5: fulfillment, 6: webhook, 9: a
+// code's back (1: ledger, 4: funding, 5: fulfillment, 11: webhook, 9: a
 // debt without its receivable entries) and
 // expects Run to report each of them, and each through OnViolation.
 func TestRunComposesEveryCheck(t *testing.T) {
@@ -53,7 +53,7 @@ func TestRunComposesEveryCheck(t *testing.T) {
 	require.False(t, report.Ledger.Clean(), "invariant 1")
 	require.Equal(t, []string{"funding", "fulfillment", "webhook", "payments"}, report.Checked)
 	for _, want := range []string{"invariant 4 paid_through_backed", "invariant 5 fulfilled_without_its_credit",
-		"invariant 6 payment_event_without_job", "invariant 9 debt_vs_receivable"} {
+		"invariant 11 event_without_outcome", "invariant 9 debt_vs_receivable"} {
 		require.True(t, containsPrefix(report.Domain, want), "%s not in %q", want, report.Domain)
 	}
 	require.Len(t, seen, int(report.Ledger.Total)+len(report.Domain))

@@ -14,7 +14,9 @@ import (
 
 // ErrMalformedPayload is returned for a body a driver cannot read: not
 // JSON, no event id or type, or a completed payment, refund or dispute
-// without a usable id, amount or currency.
+// without a usable id, amount or currency. Parse returns it only for what
+// is wrong with the envelope (no event to claim); an object it cannot apply
+// is an Event with Refused set (see Events.Parse).
 var ErrMalformedPayload = errors.New("provider: malformed payload")
 
 // Event is what intake needs from a provider event.
@@ -27,6 +29,14 @@ type Event struct {
 	Payment *Payment
 	// Reversal is set when the event refunds or disputes a payment.
 	Reversal *Reversal
+	// Refused says why an event of a type we act on cannot be applied (its
+	// object is malformed: a negative amount, no id, an unknown state);
+	// Payment and Reversal are nil then. The event is still claimed, and
+	// its refusal recorded as its outcome (invariant 11).
+	Refused string
+	// PaymentRef is the provider payment id a refused refund or dispute
+	// names, when it could be read: the payment's timeline shows it.
+	PaymentRef string
 }
 
 // Payment is a completed payment as the provider reports it.
@@ -100,19 +110,44 @@ type Events struct {
 	Reversals map[string]func(typ string, object []byte) (*Reversal, error)
 }
 
-// Parse implements Provider.Parse.
+// Parse implements Provider.Parse. An envelope it cannot read (not JSON, a
+// member twice, no usable event id or type) is an error: there is no event
+// to claim. An object it cannot apply is not: the event is returned with
+// Refused saying why, to be claimed and recorded refused (a provider whose
+// event we answer 400 retries it for days, and nobody sees why).
 func (e Events) Parse(body []byte) (*Event, error) {
 	env, err := e.Envelope(body)
 	if err != nil {
 		return nil, err
 	}
-	ev := &Event{ID: env.ID, Type: env.Type}
+	ev, err := Checked(e.Provider, &Event{ID: env.ID, Type: env.Type}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.object(ev, env); err != nil {
+		if !errors.Is(err, ErrMalformedPayload) {
+			return nil, err
+		}
+		ev.Payment, ev.Reversal, ev.Refused = nil, nil, err.Error()
+	}
+	return ev, nil
+}
+
+// object reads env's object into ev, as its type calls for.
+func (e Events) object(ev *Event, env Envelope) error {
+	var err error
 	if f := e.Payments[env.Type]; f != nil {
 		ev.Payment, err = f(env.Type, env.Object)
 	} else if f := e.Reversals[env.Type]; f != nil {
-		ev.Reversal, err = f(env.Type, env.Object)
+		var r *Reversal
+		r, err = f(env.Type, env.Object)
+		if err == nil {
+			ev.Reversal = r
+		} else if r != nil && CheckText("payment id", r.PaymentID) == nil {
+			ev.PaymentRef = r.PaymentID
+		}
 	}
-	return Checked(e.Provider, ev, err)
+	return err
 }
 
 // Checked finishes a driver's Parse: it names ev's provider and refuses an
@@ -164,26 +199,27 @@ func NewPayment(orderID int64, amount *int64, currency, paymentID string, aliase
 }
 
 // CheckReversal checks r, naming its payment paymentID and, when it is
-// another id, otherRef; it sets r's amount.
+// another id, otherRef; it sets r's amount. On error it still returns r,
+// whose PaymentID tells which payment the refused event named.
 func CheckReversal(r *Reversal, amount *int64, paymentID, otherRef string) (*Reversal, error) {
 	r.PaymentID = paymentID
 	if otherRef != paymentID && otherRef != "" {
 		if err := CheckText("payment reference", otherRef); err != nil {
-			return nil, err
+			return r, err
 		}
 		r.OtherRef = otherRef
 	}
 	if amount == nil || *amount < 0 {
-		return nil, fmt.Errorf("%w: %s without a non-negative amount", ErrMalformedPayload, r.Kind)
+		return r, fmt.Errorf("%w: %s without a non-negative amount", ErrMalformedPayload, r.Kind)
 	}
 	if err := checkCurrency(r.Currency); err != nil {
-		return nil, err
+		return r, err
 	}
 	if err := CheckText("payment id", r.PaymentID); err != nil {
-		return nil, err
+		return r, err
 	}
 	if err := CheckText(r.Kind+" id", r.ReversalID); err != nil {
-		return nil, err
+		return r, err
 	}
 	r.Amount = *amount
 	return r, nil

@@ -23,25 +23,35 @@ type deliveryRow struct {
 	// them (nil: delivered once).
 	Duplicates   int64
 	LastDelivery *time.Time
+	// Outcome is what became of the event (invariant 11): applied,
+	// refused, ignored, waiting, or "" while its job has not decided;
+	// OutcomeRef names what it made, OutcomeReason why it was refused.
+	Outcome, OutcomeRef, OutcomeReason string
 }
 
 const deliveryColumns = `w.provider, w.event_id, w.event_type, w.order_id, w.paid_amount, coalesce(w.paid_currency, ''),
-	w.claimed_at, w.duplicate_deliveries, w.last_delivery_at`
+	w.claimed_at, w.duplicate_deliveries, w.last_delivery_at, coalesce(w.outcome, ''), coalesce(w.outcome_ref, ''),
+	coalesce(w.outcome_reason, '')`
 
-// deliveriesSQL finds the payment events of orders $1 and the events
-// ($2, $3) by their claim's key.
+// deliveriesSQL finds the payment events of orders $1, the events ($2,
+// $3) by their claim's key, and the events naming payment ids ($4, $5)
+// (a refund or dispute refused as it was read has no reversal event).
 const deliveriesSQL = `SELECT ` + deliveryColumns + ` FROM webhook_events w WHERE w.order_id = ANY($1)
 UNION
 SELECT ` + deliveryColumns + ` FROM unnest($2::text[], $3::text[]) AS e(provider, event_id)
 	JOIN webhook_events w ON w.provider = e.provider AND w.event_id = e.event_id
+UNION
+SELECT ` + deliveryColumns + ` FROM unnest($4::text[], $5::text[]) AS r(provider, payment_ref)
+	JOIN webhook_events w ON w.provider = r.provider AND w.payment_ref = r.payment_ref
 ORDER BY 7, 2`
 
-func loadDeliveries(ctx context.Context, q dbtx.DB, orderIDs []int64, events []ref) ([]*deliveryRow, error) {
+func loadDeliveries(ctx context.Context, q dbtx.DB, orderIDs []int64, events, refs []ref) ([]*deliveryRow, error) {
 	providers, ids := splitRefs(events)
-	return collect(ctx, q, "deliveries", deliveriesSQL, []any{orderIDs, providers, ids}, func(r pgx.Row) (*deliveryRow, error) {
+	rp, rid := splitRefs(refs)
+	return collect(ctx, q, "deliveries", deliveriesSQL, []any{orderIDs, providers, ids, rp, rid}, func(r pgx.Row) (*deliveryRow, error) {
 		var d deliveryRow
 		err := r.Scan(&d.Provider, &d.EventID, &d.EventType, &d.OrderID, &d.PaidAmount, &d.PaidCurrency, &d.ClaimedAt,
-			&d.Duplicates, &d.LastDelivery)
+			&d.Duplicates, &d.LastDelivery, &d.Outcome, &d.OutcomeRef, &d.OutcomeReason)
 		return &d, err
 	})
 }

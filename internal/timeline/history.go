@@ -39,7 +39,7 @@ func loadHistory(ctx context.Context, q dbtx.DB, orderIDs []int64, refs []ref) (
 		func() error { refs = append(refs, h.aliasRefs()...); return nil },
 		func() error { h.events, err = loadEvents(ctx, q, h.paymentIDs(), refs); return err },
 		func() error { h.facts, err = loadFacts(ctx, q, h.paymentIDs()); return err },
-		func() error { h.deliveries, err = loadDeliveries(ctx, q, orderIDs, h.eventRefs()); return err },
+		func() error { h.deliveries, err = loadDeliveries(ctx, q, orderIDs, h.eventRefs(), refs); return err },
 		func() error { h.jobs, err = loadJobs(ctx, q, h.eventRefs(), refs); return err },
 		func() error { return h.loadUnworked(ctx, q) },
 		func() error { h.apiKeys, err = loadAPIKeys(ctx, q, h.orders); return err },
@@ -107,7 +107,7 @@ func (h *history) loadUnworked(ctx context.Context, q dbtx.DB) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	more, err := loadDeliveries(ctx, q, nil, missing)
+	more, err := loadDeliveries(ctx, q, nil, missing, nil)
 	h.deliveries = append(h.deliveries, more...)
 	return err
 }

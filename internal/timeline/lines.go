@@ -132,10 +132,32 @@ func (h *history) deliveryLine(d *deliveryRow) Line {
 		l.Text += fmt.Sprintf("; %s followed, the last at %s, each answered as a duplicate",
 			plural(int(d.Duplicates), "duplicate delivery"), stamp(*d.LastDelivery))
 	}
-	if len(h.jobsOfEvent(d.Provider, d.EventID)) == 0 {
+	jobs := h.jobsOfEvent(d.Provider, d.EventID)
+	if len(jobs) == 0 && d.Outcome != "ignored" && d.Outcome != "refused" {
 		l.Details = append(l.Details, "its job is no longer retained (River deletes finished jobs after its retention period)")
 	}
+	l.Details = append(l.Details, outcomeDetail(d, jobs))
 	return l
+}
+
+// outcomeDetail says what became of a claimed event (invariant 11).
+func outcomeDetail(d *deliveryRow, jobs []*jobRow) string {
+	switch d.Outcome {
+	case "applied":
+		return "outcome: applied, made " + d.OutcomeRef
+	case "refused":
+		return "outcome: refused: " + d.OutcomeReason
+	case "ignored":
+		return "outcome: ignored (a type billing only acknowledges)"
+	case "waiting":
+		return "outcome: waiting for its payment (refused after 72 hours if the payment stays unknown)"
+	}
+	for _, j := range jobs {
+		if j.State != "cancelled" && j.State != "discarded" && j.State != "completed" {
+			return "outcome: not decided yet; its job is " + j.State
+		}
+	}
+	return "outcome: NONE and no live job: its job ended before deciding (billing webhooks redrive)"
 }
 
 // jobStates says what each River state means for the operator, and flags.

@@ -46,7 +46,8 @@ type found struct {
 // index: a payment's aliases, an unapplied payment's refund, a fact, a
 // refund or dispute event (by its reversal id or event id), a payment
 // event, an order's checkout, an event naming a payment not known yet, a
-// reversal job not worked yet. Column 1 is the preference.
+// reversal job not worked yet, a claimed event refused as it was read (by
+// the payment it names). Column 1 is the preference.
 const resolveSQL = `SELECT 1, p.order_id, '', '' FROM payment_aliases a JOIN payments p ON p.id = a.payment
 	WHERE a.provider = $1 AND a.alias = $2
 UNION ALL SELECT 2, order_id, '', '' FROM payments WHERE provider = $1 AND refund_id = $2
@@ -61,6 +62,10 @@ UNION ALL SELECT 7, NULL, payment_ref, coalesce(other_ref, '') FROM reversal_eve
 UNION ALL SELECT 8, NULL, args ->> 'payment_id', '' FROM river_job
 	WHERE args ->> 'event_id' = $2 AND args ->> 'provider' = $1 AND kind IN ('fulfill_order', 'reverse_payment')
 		AND kind = 'reverse_payment'
+UNION ALL SELECT 9, p.order_id, w.payment_ref, '' FROM webhook_events w
+	LEFT JOIN payment_aliases a ON a.provider = w.provider AND a.alias = w.payment_ref
+	LEFT JOIN payments p ON p.id = a.payment
+	WHERE w.provider = $1 AND w.event_id = $2 AND w.payment_ref IS NOT NULL
 ORDER BY 1`
 
 func resolve(ctx context.Context, q dbtx.DB, provider, id string) (*found, error) {

@@ -11,13 +11,15 @@ import (
 	"github.com/fibe-dev/billing/internal/webhook"
 )
 
-// Each check of invariant 6 reports the violation it exists for, planted
-// behind the intake's back on a history that was clean: a claimed payment
-// whose job is gone, a job whose claim is gone, and an event with two jobs.
+// Each check of invariants 6 and 11 reports the violation it exists for,
+// planted behind the intake's back on a history that was clean: a claimed
+// payment with no outcome whose job is cancelled, a job whose claim is
+// gone, and an event with two jobs.
 func TestAuditChecksFindTheirViolation(t *testing.T) {
 	t.Parallel()
 	breaks := map[string]string{
-		"payment_event_without_job": `DELETE FROM river_job WHERE kind = 'fulfill_order'`,
+		"event_without_outcome": `UPDATE webhook_events SET outcome = NULL, outcome_ref = NULL, outcome_at = NULL;
+			UPDATE river_job SET state = 'cancelled' WHERE kind = 'fulfill_order'`,
 		"job_without_claimed_event": `DELETE FROM webhook_events`,
 		"event_with_several_jobs": `INSERT INTO river_job (kind, args, queue, state, max_attempts, finalized_at)
 			SELECT kind, args, queue, 'completed', max_attempts, now() FROM river_job WHERE kind = 'fulfill_order'`,

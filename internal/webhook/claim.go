@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/durable"
+	"github.com/fibe-dev/billing/internal/outcome"
 	"github.com/fibe-dev/billing/internal/telemetry"
 )
 
@@ -28,6 +28,9 @@ type claimReq struct {
 	body []byte
 	at   time.Time // claimed_at, taken when the delivery arrived
 	meta []byte    // the delivery's trace context, for its fulfilment job's metadata
+	// redrive marks an operator's redrive, not a delivery: it counts no
+	// duplicate delivery on the claim.
+	redrive bool
 }
 
 // claimKey is what webhook_events is UNIQUE on.
@@ -42,10 +45,13 @@ type hooks struct {
 	queued func()
 	// batch is called with the event ids of each batch before it runs.
 	batch func(eventIDs []string)
+	// beforeCommit is called with each claim transaction just before its
+	// COMMIT, after every job insert.
+	beforeCommit func(ctx context.Context, tx pgx.Tx)
 }
 
-// claim claims ev, and enqueues its fulfillment, in the next batch of
-// concurrent claims. It reports whether this delivery won. The wait is
+// claim claims ev, and enqueues its job (or re-enqueues an orphan's), in
+// the next batch of concurrent claims. It reports whether this delivery won. The wait is
 // bounded like a claim transaction, so a stuck database answers 503; the
 // batch may still commit the claim then, and the provider's retry is
 // answered as a duplicate.
@@ -61,7 +67,7 @@ func (h *handler) claim(ctx context.Context, ev *Event, body []byte) (bool, erro
 }
 
 // claimBatch is the groupcommit function of the claims: every candidate of
-// the batch is claimed, and the won payments enqueued, in one transaction
+// the batch is claimed, and the jobs enqueued, in one transaction
 // (see commitBatch). When that fails, each delivery is retried alone with
 // claimOne, so one poison delivery fails only itself; the batch-level
 // error is therefore always nil. A commit no standby confirmed
@@ -72,7 +78,7 @@ func (h *handler) claimBatch(ctx context.Context, reqs []claimReq) ([]bool, []er
 	}
 	won, errs := make([]bool, len(reqs)), make([]error, len(reqs))
 	cands := candidates(reqs)
-	claimed, err := h.commitBatch(ctx, reqs, cands)
+	res, err := h.commitBatch(ctx, reqs, cands)
 	if errors.Is(err, durable.ErrNotDurable) {
 		// Not one delivery's fault: the primary has no standby confirming
 		// commits now, and each retried alone would only wait the same way.
@@ -88,7 +94,7 @@ func (h *handler) claimBatch(ctx context.Context, reqs []claimReq) ([]bool, []er
 		return won, errs, nil
 	}
 	for _, i := range cands {
-		_, won[i] = claimed[reqs[i].key()]
+		_, won[i] = res.won[reqs[i].key()]
 	}
 	return won, errs, nil
 }
@@ -125,66 +131,16 @@ func (h *handler) claimEach(ctx context.Context, reqs []claimReq, won []bool, er
 	wg.Wait()
 }
 
-// claimSQL claims one delivery. A delivery of an event already claimed
-// counts itself on the claim's row (duplicate_deliveries): that write is
-// what makes even a duplicate's answer wait for the synchronous standby,
-// so a 2xx never rests on a claim committed only on a primary since lost.
-// xmax = 0 tells an inserted row (this delivery won) from an updated one.
-const claimSQL = `INSERT INTO webhook_events (provider, event_id, event_type, order_id, paid_amount, paid_currency,
-	payload, claimed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (provider, event_id) DO UPDATE
-	SET duplicate_deliveries = webhook_events.duplicate_deliveries + 1, last_delivery_at = EXCLUDED.claimed_at
-RETURNING xmax = 0`
-
-// claimOne is the single-delivery path, the fallback and the reference of
-// a batch: it inserts the event row and, for a won completed payment, its
-// fulfil job, in one transaction. It reports whether this delivery won.
+// claimOne is the single-delivery path, the fallback of a failed batch
+// and what reconciliation and redrive claim through: a batch of one, so
+// that there is one claim statement and one transaction flow. It reports
+// whether this delivery won.
 func (h *handler) claimOne(ctx context.Context, r claimReq) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
-	defer cancel()
-	ev := r.ev
-	args := []any{ev.Provider, ev.ID, ev.Type, nil, nil, nil, r.body, r.at}
-	if p := ev.Payment; p != nil {
-		args[3], args[4], args[5] = p.OrderID, p.Amount, p.Currency
-	}
-	job := jobArgs(ev)
-	if job == nil {
-		// Nothing else to commit with it: a single autocommit statement.
-		var won bool
-		err := durable.Do(ctx, h.opts.Pool, func(conn *pgxpool.Conn) (err error) {
-			won, err = claimed(conn.QueryRow(ctx, claimSQL, args...))
-			return err
-		})
-		return won, err
-	}
-	tx, err := h.opts.Pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("webhook: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	won, err := claimed(tx.QueryRow(ctx, claimSQL, args...))
+	res, err := h.commitBatch(ctx, []claimReq{r}, []int{0})
 	if err != nil {
 		return false, err
 	}
-	if won {
-		if _, err = h.opts.River.InsertTx(ctx, tx, job, &river.InsertOpts{Metadata: r.meta}); err != nil {
-			return false, fmt.Errorf("webhook: enqueue fulfilment of %s event %q: %w", ev.Provider, ev.ID, err)
-		}
-	}
-	// A duplicate commits its count too: see claimSQL.
-	if err := durable.Commit(ctx, tx); err != nil {
-		return false, fmt.Errorf("webhook: commit claim: %w", err)
-	}
-	return won, nil
-}
-
-// claimed reads claimSQL's answer: whether this delivery inserted the row.
-func claimed(row pgx.Row) (bool, error) {
-	var won bool
-	if err := row.Scan(&won); err != nil {
-		return false, fmt.Errorf("webhook: claim: %w", err)
-	}
+	_, won := res.won[r.key()]
 	return won, nil
 }
 
@@ -196,9 +152,66 @@ func orderID(ev *Event) int64 {
 	return ev.Payment.OrderID
 }
 
+// claimOutcome is the outcome an event with no job is claimed with:
+// refused (its object could not be applied), or ignored (a type we only
+// acknowledge); nil for an event whose job decides it.
+func claimOutcome(ev *Event) *outcome.Result {
+	switch {
+	case ev.Refused != "":
+		r := outcome.RefusedFor(ev.Refused)
+		return &r
+	case jobArgs(ev) == nil:
+		return &outcome.Result{Outcome: outcome.Ignored}
+	}
+	return nil
+}
+
+// paymentRef is the provider payment id a refund or dispute names, also
+// when it was refused: the payment's timeline finds it by it.
+func paymentRef(ev *Event) string {
+	if ev.Reversal != nil {
+		return ev.Reversal.PaymentID
+	}
+	return ev.PaymentRef
+}
+
+// storedEvent reads claim k's stored payload with its provider's driver;
+// without a driver (a Claimer given none), the delivery's own event,
+// which has the same id.
+func (h *handler) storedEvent(ctx context.Context, tx pgx.Tx, k claimKey, delivered *Event) (*Event, error) {
+	in, ok := h.opts.Providers[k.provider]
+	if !ok && delivered != nil {
+		return delivered, nil
+	}
+	var payload []byte
+	if err := tx.QueryRow(ctx, `SELECT payload FROM webhook_events WHERE provider = $1 AND event_id = $2`,
+		k.provider, k.eventID).Scan(&payload); err != nil {
+		return nil, fmt.Errorf("webhook: read stored %s event %q: %w", k.provider, k.eventID, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("webhook: no driver to read stored %s event %q", k.provider, k.eventID)
+	}
+	ev, err := in.Parse(payload)
+	if err != nil { // stored once read; an envelope cannot break since
+		return nil, fmt.Errorf("webhook: read stored %s event %q: %w", k.provider, k.eventID, err)
+	}
+	if ev.ID != k.eventID {
+		return nil, fmt.Errorf("webhook: stored %s event %q reads as %q", k.provider, k.eventID, ev.ID)
+	}
+	return ev, nil
+}
+
+// logRedriven logs the orphans a claim re-enqueued.
+func (h *handler) logRedriven(ctx context.Context, keys map[claimKey]struct{}) {
+	for k := range keys {
+		h.opts.Logger.WarnContext(ctx, "webhook: claimed event had no outcome and no live job; re-enqueued its work",
+			"provider", k.provider, "event_id", k.eventID)
+	}
+}
+
 // jobArgs is the job a won claim of ev enqueues in the claim's
 // transaction: a fulfilment for a completed payment, a reversal for a
-// refund or dispute, nil for an event we only acknowledge.
+// refund or dispute, nil for an event we only acknowledge or refused.
 func jobArgs(ev *Event) river.JobArgs {
 	switch {
 	case ev.Payment != nil:

@@ -259,19 +259,15 @@ func badInputs(goods map[string][]byte, now time.Time) []badInput {
 	huge := func(provider string) []byte {
 		return append(good(provider)[:0:0], bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1)...)
 	}
-	noOrder := map[string][]byte{
-		"stripe": []byte(`{"id":"evt_x","type":"checkout.session.completed","data":{"object":{"amount_total":999,"currency":"usd","payment_status":"paid","metadata":{}}}}`),
-		"paddle": []byte(`{"event_id":"evt_x","event_type":"transaction.completed","data":{"currency_code":"USD","custom_data":null,"details":{"totals":{"grand_total":"999"}}}}`),
-		"creem":  []byte(`{"id":"evt_x","eventType":"checkout.completed","object":{"order":{"amount":999,"currency":"USD"},"metadata":{"order_id":"abc"}}}`),
-	}
 	var cases []badInput
 	for _, p := range providers {
 		tampered := bytes.Replace(good(p), []byte("999"), []byte("1"), 1)
-		// The event id member twice, and beside a case variant of its name:
-		// another reader could claim the event under another id.
+		// The envelope's event id member twice, and beside a case variant of
+		// its name: another reader could claim the event under another id.
+		// (A member twice inside the object is a refused outcome instead.)
 		idName := map[string]string{"stripe": `"id":`, "paddle": `"event_id":`, "creem": `"id":`}[p]
-		twice := bytes.Replace(good(p), []byte(idName), []byte(idName+`"evt_other",`+idName), 1)
-		variant := bytes.Replace(good(p), []byte(idName), []byte(strings.ToUpper(idName)+`"evt_other",`+idName), 1)
+		twice := append([]byte(`{`+idName+`"evt_other",`), good(p)[1:]...)
+		variant := append([]byte(`{`+strings.ToUpper(idName)+`"evt_other",`), good(p)[1:]...)
 		invalid := bytes.Clone(bytes.TrimSuffix(bytes.TrimSpace(good(p)), []byte("}")))
 		invalid = append(invalid, ',', '"', 'x', '"', ':', '"', 0xff, '"', '}')
 		cases = append(cases,
@@ -279,7 +275,6 @@ func badInputs(goods map[string][]byte, now time.Time) []badInput {
 			badInput{"tampered body", p, tampered, signed(p, good(p), now), 400, "bad_signature"},
 			badInput{"missing header", p, good(p), nil, 400, "missing_signature"},
 			badInput{"malformed JSON", p, []byte(`{"id":`), signed(p, []byte(`{"id":`), now), 400, "malformed_payload"},
-			badInput{"payment without order", p, noOrder[p], signed(p, noOrder[p], now), 400, "malformed_payload"},
 			badInput{"body over 1 MiB", p, huge(p), signed(p, huge(p), now), 413, "payload_too_large"},
 			badInput{"a member twice", p, twice, signed(p, twice, now), 400, "malformed_payload"},
 			badInput{"a case variant of a member", p, variant, signed(p, variant, now), 400, "malformed_payload"},

@@ -5,18 +5,29 @@
 // The claim is the INSERT of a webhook_events row keyed UNIQUE (provider,
 // event_id) with ON CONFLICT DO NOTHING: the database, not a pre-check,
 // decides which of several concurrent deliveries wins. A winning completed
-// payment inserts its fulfill_order job in the same transaction, so there
-// is no moment at which the event is claimed but its fulfillment lost. Every
+// payment, refund or dispute inserts its job in the same transaction, so
+// there is no moment at which the event is claimed but its work lost. Every
 // duplicate is answered 200 like the first delivery, so the provider stops
 // retrying; only a database failure answers 503, so it retries.
+//
+// Every claimed event ends in one recorded outcome (invariant 11, package
+// outcome): an event we only acknowledge is claimed "ignored", and one whose
+// envelope reads but whose object cannot be applied (a negative amount, no
+// id) is claimed "refused" with its reason and answered 2xx: only what
+// cannot be authenticated or read as an event envelope is refused at the
+// door (4xx, nothing stored). The others' jobs record their outcome. A
+// redelivery of a claimed event with no outcome and no live job (its job
+// was cancelled or discarded before it decided) re-enqueues the work from
+// the stored payload under the same claim, so the provider's own retry
+// repairs it; `billing webhooks redrive` does the same on demand.
 //
 // Claims are group-committed (package groupcommit), because a claim is
 // small and its cost is round trips and the WAL flush of its commit:
 // deliveries that arrive while claims are running share one transaction
-// (BEGIN pipelined with one claim INSERT over arrays, one River
-// InsertManyTx of the won payments' jobs, COMMIT), so a batch costs three
-// round trips and one WAL flush instead of four round trips and one flush
-// per delivery. Several deliveries of one event in a batch are deduplicated
+// (BEGIN pipelined with one claim INSERT over arrays and the orphan check,
+// one River InsertManyTx of the jobs, COMMIT), so a batch costs three round
+// trips and one WAL flush instead of that per delivery. A single delivery
+// is a batch of one: one claim statement, one transaction flow. Several deliveries of one event in a batch are deduplicated
 // before the INSERT: the first is the candidate, the others duplicates.
 // There is no timer and no linger: a lone delivery runs at once, in a batch
 // of its own. If a batch's transaction fails for any reason, each of its
@@ -189,6 +200,10 @@ func (h *handler) deliver(w http.ResponseWriter, r *http.Request, name string, i
 		h.opts.Logger.WarnContext(ctx, "webhook: malformed payload", "provider", name, "error", err)
 		problem.Write(w, http.StatusBadRequest, "malformed_payload", err.Error())
 		return OutcomeMalformed
+	}
+	if ev.Refused != "" {
+		h.opts.Logger.WarnContext(ctx, "webhook: event cannot be applied; claimed and recorded refused", "provider", name,
+			"event_id", ev.ID, "type", ev.Type, "reason", ev.Refused)
 	}
 	won, err := h.claim(ctx, ev, body)
 	if err != nil {

@@ -115,7 +115,7 @@ func parseAdjustment(_ string, data []byte) (*provider.Reversal, error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(a.Totals.Total), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("%w: adjustment total %q is not an integer", provider.ErrMalformedPayload, provider.Truncate(a.Totals.Total))
+		return r, fmt.Errorf("%w: adjustment total %q is not an integer", provider.ErrMalformedPayload, provider.Truncate(a.Totals.Total))
 	}
 	return provider.CheckReversal(r, &n, r.PaymentID, "")
 }

@@ -79,6 +79,10 @@ func FuzzEvent(f *testing.F, p provider.Provider) {
 			require.ErrorIs(t, err, provider.ErrMalformedPayload)
 			return
 		}
+		if ev.Refused != "" {
+			require.Nil(t, ev.Payment, "a refused event applies nothing")
+			require.Nil(t, ev.Reversal, "a refused event applies nothing")
+		}
 		require.Equal(t, p.Name(), ev.Provider)
 		require.NoError(t, provider.CheckText("id", ev.ID))
 		require.NoError(t, provider.CheckText("type", ev.Type))
@@ -136,10 +140,19 @@ func RequireParse(t *testing.T, p provider.Provider, cases []Case) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			ev, err := p.Parse([]byte(c.Body))
+			if c.Err != nil && err == nil && errors.Is(c.Err, provider.ErrMalformedPayload) {
+				// A readable envelope whose object is malformed: claimed
+				// and refused with its reason, nothing to apply.
+				require.NotEmpty(t, ev.Refused, "neither refused at the door nor as an outcome")
+				require.Nil(t, ev.Payment)
+				require.Nil(t, ev.Reversal)
+				return
+			}
 			if c.Err != nil {
 				require.ErrorIs(t, err, c.Err)
 				return
 			}
+			require.Empty(t, ev.Refused)
 			require.NoError(t, err)
 			require.Equal(t, p.Name(), ev.Provider)
 			if c.ID != "" {
