@@ -351,7 +351,7 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 		if s.Cur == CurSparks {
 			cur = wallet.Sparks
 		}
-		_, err = r.e.wallet.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: cur, Amount: s.Amount, Reason: "sim", Key: key})
+		moved, err = r.adjust(ctx, player, cur, s, key)
 	case OpForgive:
 		_, err = r.e.wallet.ForgiveDebt(ctx, player, key, "sim")
 	}
@@ -365,6 +365,24 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 		r.problems = append(r.problems, fmt.Sprintf("step %d %s: moved money %v, model says %v", i, s, moved, r.m.Outcomes[i]))
 	}
 	return nil
+}
+
+// adjust is the operator's adjustment of s; a drain debits the whole
+// balance as the system has it.
+func (r *run) adjust(ctx context.Context, player int64, cur wallet.Currency, s Step, key string) (bool, error) {
+	amount := s.Amount
+	if s.Drain {
+		bal, err := r.e.wallet.Balances(ctx, player)
+		if err != nil {
+			return false, err
+		}
+		amount = -bal[cur]
+	}
+	if amount == 0 {
+		return false, nil
+	}
+	_, err := r.e.wallet.Adjust(ctx, wallet.AdjustParams{PlayerID: player, Currency: cur, Amount: amount, Reason: "sim", Key: key})
+	return err == nil, err
 }
 
 // books reads what the system says.

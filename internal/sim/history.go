@@ -46,7 +46,7 @@ var weights = []struct {
 	w int
 }{
 	{LPay, 14}, {LAsync, 3}, {LRedeliver, 8}, {LDistinct, 4}, {LRefund, 14}, {LDispute, 11}, {LCloseOther, 3},
-	{LWrap, 2}, {LMalformed, 3}, {LCurrency, 3}, {LConvert, 6}, {LFund, 4}, {LAdjust, 5}, {LForgive, 4},
+	{LWrap, 2}, {LMalformed, 3}, {LCurrency, 3}, {LConvert, 6}, {LFund, 4}, {LAdjust, 6}, {LForgive, 5},
 	{LIgnored, 2}, {LGhost, 2},
 }
 
@@ -106,6 +106,7 @@ type Step struct {
 	Amount int64
 	Cur    string
 	Bad    string // negative, fraction, noid
+	Drain  bool   // OpAdjust: the operator debits the whole balance
 	Hold   string // HoldCancel or HoldDrop: the job is stopped before it runs
 	Again  int    // the step whose event OpAgain delivers again
 	NewID  bool
@@ -141,6 +142,9 @@ func (s Step) String() string {
 	out := fmt.Sprintf("%-8s", s.Op)
 	switch s.Op {
 	case OpConvert, OpFund, OpAdjust, OpForgive:
+		if s.Drain {
+			return out + fmt.Sprintf(" p%d %s all", s.Player, s.Cur)
+		}
 		return out + fmt.Sprintf(" p%d %s %d", s.Player, s.Cur, s.Amount)
 	case OpAgain:
 		return out + fmt.Sprintf(" ev%d of step %d newid=%v x%d", s.Event, s.Again, s.NewID, s.Copies)
@@ -384,7 +388,11 @@ func (g *gen) wallet(l Letter) {
 		s.Op = OpFund
 	case LAdjust:
 		s.Op, s.Cur = OpAdjust, []string{CurMana, CurSparks}[g.rng.IntN(2)]
-		s.Amount = []int64{-2000, -300, -10, 10, 300, 700, 2500}[g.rng.IntN(7)]
+		s.Amount = []int64{-1000, -300, -10, 10, 300, 700, 2500}[g.rng.IntN(7)]
+		if s.Cur == CurSparks {
+			s.Amount *= 10
+		}
+		s.Drain = g.rng.IntN(3) == 0
 	default:
 		s.Op = OpForgive
 	}

@@ -306,15 +306,21 @@ func (m *Model) adjust(s Step) bool {
 	if s.Cur == CurSparks {
 		bal = &w.sparks
 	}
+	amount := s.Amount
+	if s.Drain {
+		amount = -*bal
+	}
 	switch {
-	case s.Amount < 0 && *bal < -s.Amount:
+	case amount == 0:
 		return false
-	case s.Amount < 0:
-		*bal += s.Amount
+	case amount < 0 && *bal < -amount:
+		return false
+	case amount < 0:
+		*bal += amount
 	case s.Cur == CurMana:
-		m.credit(s.Player, s.Amount)
+		m.credit(s.Player, amount)
 	default:
-		*bal += s.Amount
+		*bal += amount
 	}
 	return true
 }
