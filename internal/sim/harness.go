@@ -268,17 +268,19 @@ type jobState struct {
 	id     int64
 	state  string
 	errors int
+	last   string // the last attempt's error
 }
 
 func (r *run) jobs(ctx context.Context, ev string) ([]jobState, error) {
-	rows, err := r.e.Pool.Query(ctx, `SELECT id, state::text, coalesce(array_length(errors, 1), 0) FROM river_job
+	rows, err := r.e.Pool.Query(ctx, `SELECT id, state::text, coalesce(array_length(errors, 1), 0),
+			coalesce(errors[array_length(errors, 1)]->>'error', '') FROM river_job
 		WHERE kind IN ('fulfill_order', 'reverse_payment') AND args->>'event_id' = $1 ORDER BY id`, ev)
 	if err != nil {
 		return nil, fmt.Errorf("read jobs of %s: %w", ev, err)
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobState, error) {
 		var j jobState
-		return j, row.Scan(&j.id, &j.state, &j.errors)
+		return j, row.Scan(&j.id, &j.state, &j.errors, &j.last)
 	})
 }
 
@@ -298,6 +300,11 @@ func (r *run) await(ctx context.Context, ev string) error {
 		done := true
 		for _, j := range js {
 			done = done && finalized(j.state)
+			// A job that failed twice on a well-formed history is a defect:
+			// report it now rather than wait out River's backoff.
+			if j.state == string(rivertype.JobStateRetryable) && j.errors >= 2 {
+				return fmt.Errorf("job %d of event %s failed %d times: %s", j.id, ev, j.errors, j.last)
+			}
 		}
 		if done {
 			return nil

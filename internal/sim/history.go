@@ -164,13 +164,14 @@ func (s Step) String() string {
 
 // gen builds histories from a seed.
 type gen struct {
-	rng   *rand.Rand
-	on    map[Letter]bool
-	h     *History
-	event int
-	facts map[[2]int]int // facts per (order, payment)
-	dups  map[int]int    // distinct payments per order
-	held  []int          // steps whose job was stopped and whose redelivery is still due
+	rng      *rand.Rand
+	on       map[Letter]bool
+	h        *History
+	event    int
+	facts    map[[2]int]int // facts per (order, payment)
+	dups     map[int]int    // distinct payments per order
+	held     []int          // steps whose job was stopped and whose redelivery is still due
+	disputes []Step         // the disputes opened so far (not Creem's: they never close)
 }
 
 // Generate returns the history of seed with the classes in off switched off.
@@ -361,6 +362,54 @@ func (g *gen) reversal(l Letter) {
 	if l == LCurrency {
 		s.Cur = []string{"eur", "EUR", "gbp"}[g.rng.IntN(3)]
 	}
+	if s.Op == OpDispute && p != creemName {
+		g.disputes = append(g.disputes, s)
+	}
+	g.add(s)
+}
+
+// owe brings the player into debt as a player who spent everything and
+// then saw a dispute would: the operator drains both wallets, then a
+// dispute of one of its orders opens.
+func (g *gen) owe(player int) {
+	for _, cur := range []string{CurMana, CurSparks} {
+		g.add(Step{Op: OpAdjust, Class: LForgive, Event: -1, Player: player, Cur: cur, Drain: true})
+	}
+	var orders []int
+	for o, ord := range g.h.Orders {
+		if ord.Player == player && ord.Provider != creemName {
+			orders = append(orders, o)
+		}
+	}
+	if len(orders) == 0 {
+		return
+	}
+	o := orders[g.rng.IntN(len(orders))]
+	s := Step{Op: OpDispute, Class: LForgive, Order: o, Fact: g.fact(o, 0), State: "open", Amount: 999, Cur: usd}
+	if g.h.Orders[o].Provider == paddleName {
+		s.Fact, s.State = 0, "lost"
+	}
+	g.disputes = append(g.disputes, s)
+	g.add(s)
+}
+
+// closeWon often follows a forgiveness: a dispute of the player's closed
+// in our favour, so that Mana given back meets a write-off.
+func (g *gen) closeWon(player int) {
+	var mine []Step
+	for _, d := range g.disputes {
+		if g.h.Orders[d.Order].Player == player {
+			mine = append(mine, d)
+		}
+	}
+	if len(mine) == 0 || g.rng.IntN(4) == 0 {
+		return
+	}
+	s := mine[g.rng.IntN(len(mine))]
+	s.Class, s.State, s.Hold, s.Cur = LDispute, "won", "", usd
+	if g.h.Orders[s.Order].Provider == stripeName && g.rng.IntN(2) == 0 {
+		s.State = "warning_closed"
+	}
 	g.add(s)
 }
 
@@ -395,6 +444,12 @@ func (g *gen) wallet(l Letter) {
 		s.Drain = g.rng.IntN(3) == 0
 	default:
 		s.Op = OpForgive
+		if g.rng.IntN(2) == 0 {
+			g.owe(s.Player)
+		}
+		g.add(s)
+		g.closeWon(s.Player)
+		return
 	}
 	g.add(s)
 }

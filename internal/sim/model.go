@@ -95,6 +95,9 @@ type Model struct {
 	held     map[int]bool
 	refunds  map[string]int64
 	Outcomes map[int]bool // wallet steps: true when they moved money
+	// Recovered is the forgiven Mana given-back Mana recovered (a measure
+	// of how often a history reaches that rule).
+	Recovered int64
 }
 
 // NewModel starts the model of h: nothing paid, empty wallets.
@@ -273,6 +276,7 @@ func (m *Model) giveBack(player int, n int64) {
 	w := &m.players[player]
 	recovered := min(n, w.forgiven)
 	w.forgiven -= recovered
+	m.Recovered += recovered
 	m.credit(player, n-recovered)
 }
 
