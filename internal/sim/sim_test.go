@@ -29,9 +29,10 @@ var (
 	stopFlag  = flag.Bool("sim.stop", false, "stop at the first failing history and report the seconds it took")
 )
 
-// fixedSeeds is the CI run's count: measured to stay well under two
-// minutes with -race on two cores.
-const fixedSeeds = 48
+// fixedSeeds is the CI run's count: measured with -race on two shared
+// cores, 48 passing histories took 48 s (the package 79 s with its
+// database); 40 keep the package near a minute.
+const fixedSeeds = 40
 
 // Every history of the fixed seeds (or -sim.seed, or -sim.seeds from
 // -sim.first) is played against the real intake and workers and ends
