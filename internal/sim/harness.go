@@ -128,7 +128,14 @@ type run struct {
 	orders   []*fulfillment.Order
 	bodies   map[int][]byte // event number -> the bytes first sent
 	killed   map[int64]bool // jobs the harness stopped
+	mu       sync.Mutex     // guards problems
 	problems []string
+}
+
+func (r *run) problem(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.problems = append(r.problems, fmt.Sprintf(format, args...))
 }
 
 // Run plays h against the system, step by step beside the model, and
@@ -138,10 +145,19 @@ func (e *Env) Run(ctx context.Context, h *History) []string {
 	if err := r.setup(ctx); err != nil {
 		return []string{err.Error()}
 	}
-	for i := range h.Steps {
-		r.m.Step(i)
-		if err := r.step(ctx, i); err != nil {
-			r.problems = append(r.problems, fmt.Sprintf("step %d: %v", i, err))
+	for i := 0; i < len(h.Steps); i += 1 + h.Steps[i].Burst {
+		n := 1 + h.Steps[i].Burst
+		for j := i; j < i+n; j++ {
+			r.m.Step(j)
+		}
+		var err error
+		if n > 1 {
+			err = r.burst(ctx, i, n)
+		} else {
+			err = r.step(ctx, i)
+		}
+		if err != nil {
+			r.problem("step %d: %v", i, err)
 			return r.problems
 		}
 	}
@@ -233,8 +249,34 @@ func (r *run) deliver(ctx context.Context, name, ev string, body []byte, n int) 
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			r.problems = append(r.problems, fmt.Sprintf("event %s: %v", ev, err))
+			r.problem("event %s: %v", ev, err)
 			return nil
+		}
+	}
+	return nil
+}
+
+// burst delivers the events of steps i..i+n-1 all at once, then waits for
+// every job of them.
+func (r *run) burst(ctx context.Context, i, n int) error {
+	bodies := make([][]byte, n)
+	for j := range n {
+		var err error
+		if bodies[j], err = r.body(r.h.Steps[i+j]); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	for j := range n {
+		s := r.h.Steps[i+j]
+		wg.Go(func() {
+			_ = r.deliver(ctx, r.h.Orders[s.Order].Provider, r.h.EventID(s.Event), bodies[j], s.Copies)
+		})
+	}
+	wg.Wait()
+	for j := range n {
+		if err := r.await(ctx, r.h.EventID(r.h.Steps[i+j].Event)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -369,7 +411,7 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 		return err
 	}
 	if moved != r.m.Outcomes[i] {
-		r.problems = append(r.problems, fmt.Sprintf("step %d %s: moved money %v, model says %v", i, s, moved, r.m.Outcomes[i]))
+		r.problem("step %d %s: moved money %v, model says %v", i, s, moved, r.m.Outcomes[i])
 	}
 	return nil
 }

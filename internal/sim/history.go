@@ -32,6 +32,7 @@ const (
 	LMalformed  Letter = "malformed"  // a signed refund with a negative, non-integer amount or no id
 	LCurrency   Letter = "currency"   // a refund or dispute in another currency
 	LHold       Letter = "hold"       // the event's job cancelled or discarded in River before it runs, the event redelivered later
+	LBurst      Letter = "burst"      // 2-3 refunds and open or lost disputes of one payment, all delivered at once
 	LConvert    Letter = "convert"    // Mana -> Sparks
 	LFund       Letter = "fund"       // a Marquee's day funded out of Sparks
 	LAdjust     Letter = "adjust"     // an operator's adjustment
@@ -46,7 +47,7 @@ var weights = []struct {
 	w int
 }{
 	{LPay, 14}, {LAsync, 3}, {LRedeliver, 8}, {LDistinct, 4}, {LRefund, 14}, {LDispute, 11}, {LCloseOther, 3},
-	{LWrap, 2}, {LMalformed, 3}, {LCurrency, 3}, {LConvert, 6}, {LFund, 4}, {LAdjust, 6}, {LForgive, 5},
+	{LBurst, 4}, {LWrap, 2}, {LMalformed, 3}, {LCurrency, 3}, {LConvert, 6}, {LFund, 4}, {LAdjust, 6}, {LForgive, 5},
 	{LIgnored, 2}, {LGhost, 2},
 }
 
@@ -112,6 +113,7 @@ type Step struct {
 	NewID  bool
 	Player int
 	Copies int // deliveries at once, over the two intake servers
+	Burst  int // this step and the next Burst ones are delivered at once
 }
 
 // History is one seeded history.
@@ -159,6 +161,9 @@ func (s Step) String() string {
 	if s.Hold != "" {
 		out += " hold=" + s.Hold
 	}
+	if s.Burst > 0 {
+		out += fmt.Sprintf(" burst(with the next %d)", s.Burst)
+	}
 	return out + fmt.Sprintf(" x%d", s.Copies)
 }
 
@@ -172,6 +177,7 @@ type gen struct {
 	dups     map[int]int    // distinct payments per order
 	held     []int          // steps whose job was stopped and whose redelivery is still due
 	disputes []Step         // the disputes opened so far (not Creem's: they never close)
+	noHold   bool           // while a burst is generated: its jobs are not stopped
 }
 
 // Generate returns the history of seed with the classes in off switched off.
@@ -226,7 +232,7 @@ func (g *gen) add(s Step) {
 		s.Event = g.event
 		g.event++
 	}
-	if s.Hold == "" && g.on[LHold] && s.Event >= 0 && s.Op != OpAgain && s.Op != OpUnpaid && s.Op != OpIgnored &&
+	if s.Hold == "" && !g.noHold && g.on[LHold] && s.Event >= 0 && s.Op != OpAgain && s.Op != OpUnpaid && s.Op != OpIgnored &&
 		s.Op != OpBad && g.rng.IntN(8) == 0 {
 		s.Hold = []string{HoldCancel, HoldDrop}[g.rng.IntN(2)]
 		s.Class = LHold
@@ -265,6 +271,8 @@ func (g *gen) step() {
 		g.add(g.pay(l, o, g.dups[o]))
 	case LRedeliver:
 		g.again(l)
+	case LBurst:
+		g.burst()
 	case LRefund, LDispute, LCloseOther, LWrap, LCurrency:
 		g.reversal(l)
 	case LMalformed:
@@ -366,6 +374,36 @@ func (g *gen) reversal(l Letter) {
 		g.disputes = append(g.disputes, s)
 	}
 	g.add(s)
+}
+
+// burst is 2-3 events of one payment that only take money back (refunds,
+// open or lost disputes), delivered at once: their clawbacks add up in
+// any order, so the model needs no order between them.
+func (g *gen) burst() {
+	o := g.order()
+	pay, p := g.payOf(o), g.h.Orders[o].Provider
+	n := 2 + g.rng.IntN(2)
+	first := len(g.h.Steps)
+	g.noHold = true
+	for range n {
+		s := Step{Op: OpRefund, Class: LBurst, Order: o, Pay: pay, State: "succeeded", Amount: g.amount(LRefund), Cur: usd}
+		if p != stripeName {
+			s.Fact = g.fact(o, pay)
+		}
+		if g.rng.IntN(2) == 0 {
+			s.Op, s.Fact = OpDispute, g.fact(o, pay)
+			s.State = map[string]string{stripeName: []string{"open", "inquiry", "lost"}[g.rng.IntN(3)],
+				paddleName: "lost", creemName: "open"}[p]
+			if p == paddleName {
+				s.Fact = 0
+			} else if p == stripeName {
+				g.disputes = append(g.disputes, s)
+			}
+		}
+		g.add(s)
+	}
+	g.noHold = false
+	g.h.Steps[first].Burst = n - 1
 }
 
 // owe brings the player into debt as a player who spent everything and
