@@ -1,5 +1,7 @@
 package sim
 
+import "strconv"
+
 // The model: where the books must be after a history, written from the
 // contract (docs/contract.md, "The provider's truth") and the team's
 // rules, sharing no code with billing (this file imports nothing of it, on
@@ -59,14 +61,7 @@ type OrderBooks struct {
 }
 
 // PayKey names payment pay of order o in Books.
-func PayKey(o, pay int) string { return "o" + itoa(o) + "/pay" + itoa(pay) }
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
-}
+func PayKey(o, pay int) string { return "o" + strconv.Itoa(o) + "/pay" + strconv.Itoa(pay) }
 
 type mPlayer struct{ mana, sparks, debt, forgiven int64 }
 

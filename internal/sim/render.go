@@ -41,9 +41,9 @@ func (r *run) identity(o, pay int) string {
 // payKeys maps each payment's recorded id to its PayKey.
 func (r *run) payKeys() map[string]string {
 	out := map[string]string{}
-	for o := range r.h.Orders {
-		for pay := range 8 {
-			out[r.identity(o, pay)] = PayKey(o, pay)
+	for _, s := range r.h.Steps {
+		if s.Op == OpPay {
+			out[r.identity(s.Order, s.Pay)] = PayKey(s.Order, s.Pay)
 		}
 	}
 	return out
