@@ -31,8 +31,9 @@ var (
 
 // fixedSeeds is the CI run's count: measured with -race on two shared
 // cores, 48 passing histories took 48 s (the package 79 s with its
-// database); 40 keep the package near a minute.
-const fixedSeeds = 40
+// database) and 40 all failing on a loaded machine 107 s; 32 keep it
+// near a minute.
+const fixedSeeds = 32
 
 // Every history of the fixed seeds (or -sim.seed, or -sim.seeds from
 // -sim.first) is played against the real intake and workers and ends
