@@ -237,8 +237,13 @@ func (f sourceFile) calls(path, fn string, found func(in *ast.FuncDecl, at token
 // testdb, ...) builds what its tests need.
 func (f sourceFile) testHelper() bool {
 	dir := filepath.Base(filepath.Dir(f.rel))
-	return strings.HasSuffix(dir, "test") || strings.HasPrefix(dir, "test")
+	return strings.HasSuffix(dir, "test") || strings.HasPrefix(dir, "test") || f.lab()
 }
+
+// lab: the simulator runs billing from outside, as its tests do, and
+// builds its own system (TestNothingImportsTheSimulator keeps it out of
+// the service).
+func (f sourceFile) lab() bool { return strings.HasPrefix(f.rel, "internal/sim/") }
 
 // TestOnlyTheRootBuildsAWalletStore: the program has one wallet store per
 // process, built in cmd/billing and handed down; no package below cmd
@@ -376,4 +381,21 @@ func TestOnlyDevReachesTheDevCheckout(t *testing.T) {
 		require.True(t, strings.HasPrefix(rel, "cmd/billing/dev"), "%s imports devcheckout: only billing dev's files may", rel)
 	}
 	require.Equal(t, []string{"cmd/billing/dev.go"}, adders)
+}
+
+// TestSimulatorModelKnowsNoBilling: the simulator's model and the
+// histories it reads import no package of billing, so the model cannot
+// share a rule with the code it judges (docs/simulator.md).
+func TestSimulatorModelKnowsNoBilling(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"model.go", "history.go"} {
+		path := filepath.Join("..", "sim", file)
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range f.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			require.NoError(t, err)
+			require.False(t, strings.HasPrefix(p, module), "internal/sim/%s imports %s", file, p)
+		}
+	}
 }
