@@ -696,11 +696,18 @@ func (h *hostileEnv) cases() []hostileCase {
 					legit: "a signed event id is the provider's text; stored verbatim", effect: map[string]int{"webhook_events": 1},
 					check: requireWebhookStored(p, "evt_"+m.s, body)})
 			}
+			// A signed event whose object cannot be applied (an order id
+			// that is no number, a currency that is no code) is claimed
+			// and refused with its reason, moving nothing (invariant 11).
+			orderBody := paidEvent(p, "evt_order_"+m.name, m.s, 999, "usd")
+			currencyBody := paidEvent(p, "evt_currency_"+m.name, h.alice.order, 999, m.s)
 			add(
-				hostileCase{name: "sql/webhook " + p + " order id " + m.name, status: 400, code: "malformed_payload",
-					req: h.signed(p, paidEvent(p, "evt_order_"+m.name, m.s, 999, "usd"))},
-				hostileCase{name: "sql/webhook " + p + " currency " + m.name, status: 400, code: "malformed_payload",
-					req: h.signed(p, paidEvent(p, "evt_currency_"+m.name, h.alice.order, 999, m.s))},
+				hostileCase{name: "sql/webhook " + p + " order id " + m.name, status: 200, req: h.signed(p, orderBody),
+					legit: "a signed event is refused as data, with its reason", effect: map[string]int{"webhook_events": 1},
+					check: requireWebhookRefused(p, "evt_order_"+m.name, orderBody)},
+				hostileCase{name: "sql/webhook " + p + " currency " + m.name, status: 200, req: h.signed(p, currencyBody),
+					legit: "a signed event is refused as data, with its reason", effect: map[string]int{"webhook_events": 1},
+					check: requireWebhookRefused(p, "evt_currency_"+m.name, currencyBody)},
 			)
 		}
 	}
@@ -898,6 +905,22 @@ func requireWebhookStored(provider, eventID string, body []byte) func(*testing.T
 			`SELECT payload FROM webhook_events WHERE provider = $1 AND event_id = $2 AND order_id IS NULL`,
 			provider, eventID).Scan(&payload))
 		require.Equal(t, body, payload)
+	}
+}
+
+// requireWebhookRefused: the event was claimed with its body as sent and
+// recorded refused, with a reason, and no job.
+func requireWebhookRefused(provider, eventID string, body []byte) func(*testing.T, *hostileEnv, hostileReply) {
+	return func(t *testing.T, h *hostileEnv, r hostileReply) {
+		require.Equal(t, "claimed", r.str("status"), "%s", r.raw)
+		var payload []byte
+		var outcome, reason string
+		require.NoError(t, h.pool.QueryRow(context.Background(),
+			`SELECT payload, coalesce(outcome, ''), coalesce(outcome_reason, '') FROM webhook_events WHERE provider = $1 AND event_id = $2`,
+			provider, eventID).Scan(&payload, &outcome, &reason))
+		require.Equal(t, body, payload)
+		require.Equal(t, "refused", outcome)
+		require.NotEmpty(t, reason, "a refusal says why")
 	}
 }
 

@@ -184,7 +184,9 @@ func newBrowser(t *testing.T, chromium string) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
-	tctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
+	// The whole browser session: several pages, each waited for up to
+	// browserDeadline, so a bound of its own well above one page.
+	tctx, cancelTimeout := context.WithTimeout(bctx, 4*browserDeadline)
 	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
 	return tctx
 }

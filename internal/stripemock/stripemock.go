@@ -42,7 +42,9 @@ func Start(t testing.TB) string {
 		_ = cmd.Wait()
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := waitUp(url, 20*time.Second); err != nil {
+	// stripe-mock loads Stripe's whole OpenAPI document before it listens:
+	// about a second when idle, far longer at load 30, so a generous bound.
+	if err := waitUp(url, 2*time.Minute); err != nil {
 		t.Fatalf("stripemock: %v", err)
 	}
 	return url
