@@ -65,7 +65,8 @@ WHERE coalesce(d.outstanding, 0) <> -coalesce(r.total, 0) OR d.outstanding < 0`}
 //   - each fact is the fold of its accepted events (largest amount,
 //     furthest state open < lost < won), and no fact lacks them;
 //   - each payment's clawed_back_mana is ceil(minted x min(paid, refunds +
-//     open or lost disputes) / paid), capped at minted;
+//     open or lost disputes) / paid), capped at minted, each fact capped at
+//     paid and everything summed in numeric (no int64 to wrap);
 //   - one payment per provider object (Stripe's Checkout Session, Paddle's
 //     transaction, Creem's checkout), read from the events' own payloads.
 var truthChecks = []auditCheck{
@@ -105,11 +106,12 @@ WHERE f.reversal_id IS NULL OR r.reversal_id IS NULL OR f.payments > 1 OR r.paym
 	OR lower(r.currency) <> lower(p.currency)`},
 	{10, "clawback_vs_facts", `
 WITH lost AS (
-	SELECT payment, sum(amount) FILTER (WHERE kind = 'refund' OR state IN ('open', 'lost')) AS lost
-	FROM (SELECT payment, reversal_id, min(kind) AS kind, max(amount) AS amount,
+	SELECT f.payment, sum(least(f.amount, p.amount)) FILTER (WHERE kind = 'refund' OR state IN ('open', 'lost')) AS lost
+	FROM (SELECT payment, reversal_id, min(kind) AS kind, max(amount)::numeric AS amount,
 			(array['succeeded', 'open', 'lost', 'won'])[max(array_position(array['succeeded', 'open', 'lost', 'won'], state))] AS state
-		FROM reversal_events WHERE status = 'accepted' GROUP BY payment, reversal_id) facts
-	GROUP BY payment),
+		FROM reversal_events WHERE status = 'accepted' GROUP BY payment, reversal_id) f
+	JOIN payments p ON p.id = f.payment
+	GROUP BY f.payment),
 target AS (
 	SELECT p.*, least(p.amount, coalesce(l.lost, 0)) AS gone FROM payments p LEFT JOIN lost l ON l.payment = p.id)
 SELECT order_id, format('payment %s %s clawed back %s Mana; its facts (%s of %s paid gone back) call for %s',

@@ -238,7 +238,7 @@ func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, k
 	if err := saveFacts(ctx, tx, p, facts); err != nil {
 		return evaluation{}, err
 	}
-	lost := lostOf(facts)
+	lost := lostOf(facts, max(p.Amount, 0))
 	target := clawbackTarget(p, lost)
 	if err := r.step(ctx, tx, p, target, kind, reversalID); err != nil {
 		return evaluation{}, err
