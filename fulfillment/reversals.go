@@ -243,10 +243,14 @@ func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, k
 	if err := r.step(ctx, tx, p, target, kind, reversalID); err != nil {
 		return evaluation{}, err
 	}
-	if p.Status == PaymentApplied {
-		if err := updateOrderMoney(ctx, tx, o, lost, target, r.now()); err != nil {
-			return evaluation{}, err
-		}
+	switch {
+	case p.Status == PaymentApplied:
+		err = updateOrderMoney(ctx, tx, o, lost, target, r.now())
+	case p.Status == PaymentUnapplied && p.Amount > 0 && lost.refunded >= p.Amount:
+		err = refundedByProvider(ctx, tx, p, facts)
+	}
+	if err != nil {
+		return evaluation{}, err
 	}
 	return evaluation{payment: p, events: events}, nil
 }
