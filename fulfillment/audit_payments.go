@@ -1,6 +1,11 @@
 package fulfillment
 
-import "context"
+import (
+	"context"
+	"strings"
+
+	"github.com/fibe-dev/billing/internal/provider"
+)
 
 // paymentChecks are invariants 7 to 9 of the design as queries whose only
 // rows are violations (order or player id, detail):
@@ -69,6 +74,11 @@ WHERE coalesce(d.outstanding, 0) <> -coalesce(r.total, 0) OR d.outstanding < 0`}
 //     paid and everything summed in numeric (no int64 to wrap);
 //   - one payment per provider object (Stripe's Checkout Session, Paddle's
 //     transaction, Creem's checkout), read from the events' own payloads.
+//   - each accepted event's kind and state are what its payload's status
+//     means by its driver's table (see audit_states.go), and the facts and
+//     clawbacks above are recomputed from those, not from what was stored.
+//
+// {{events}} stands for reversal_events as recomputed from the payloads.
 var truthChecks = []auditCheck{
 	{10, "reversal_event_undecided", `
 SELECT p.order_id, format('%s event %s (%s %s) names payment %s %s but is still pending', e.provider, e.event_id,
@@ -93,7 +103,7 @@ WITH folded AS (
 	SELECT provider, reversal_id, min(payment) AS payment, min(kind) AS kind, max(amount) AS amount,
 		(array['open', 'lost', 'won'])[max(array_position(array['open', 'lost', 'won'], state))] AS dispute_state,
 		count(DISTINCT payment) AS payments
-	FROM reversal_events WHERE status = 'accepted' GROUP BY provider, reversal_id)
+	FROM {{events}} e WHERE status = 'accepted' GROUP BY provider, reversal_id)
 SELECT coalesce(p.order_id, 0), format('%s %s: fact %s, its accepted events fold to %s', coalesce(f.provider, r.provider),
 	coalesce(f.reversal_id, r.reversal_id),
 	coalesce(format('%s %s %s %s of payment %s', r.kind, r.state, r.amount, r.currency, r.payment), 'missing'),
@@ -109,7 +119,7 @@ WITH lost AS (
 	SELECT f.payment, sum(least(f.amount, p.amount)) FILTER (WHERE kind = 'refund' OR state IN ('open', 'lost')) AS lost
 	FROM (SELECT payment, reversal_id, min(kind) AS kind, max(amount)::numeric AS amount,
 			(array['succeeded', 'open', 'lost', 'won'])[max(array_position(array['succeeded', 'open', 'lost', 'won'], state))] AS state
-		FROM reversal_events WHERE status = 'accepted' GROUP BY payment, reversal_id) f
+		FROM {{events}} e WHERE status = 'accepted' GROUP BY payment, reversal_id) f
 	JOIN payments p ON p.id = f.payment
 	GROUP BY f.payment),
 target AS (
@@ -140,8 +150,22 @@ const wellFormedEvent = `((e.kind = 'refund' AND e.state = 'succeeded')
 
 // AuditPayments checks invariants 7 to 10 over the whole database and
 // returns every violation (none when clean); OrderID holds the player id
-// for invariant 9. Run it in a REPEATABLE READ transaction (pass the
-// pgx.Tx) to see one snapshot while work runs.
-func AuditPayments(ctx context.Context, db DB) ([]Violation, error) {
-	return runChecks(ctx, db, append(paymentChecks[:len(paymentChecks):len(paymentChecks)], truthChecks...))
+// for invariant 9. tables are the drivers' documented statuses (each
+// driver's States), through which invariant 10 reads every stored payload.
+// Run it in a REPEATABLE READ transaction (pass the pgx.Tx) to see one
+// snapshot while work runs.
+func AuditPayments(ctx context.Context, db DB, tables ...provider.StateTable) ([]Violation, error) {
+	return runChecks(ctx, db, append(paymentChecks[:len(paymentChecks):len(paymentChecks)], truthChecksFor(tables)...))
+}
+
+// truthChecksFor are truthChecks reading reversal events through tables,
+// and the check of each accepted event's state against its payload.
+func truthChecksFor(tables []provider.StateTable) []auditCheck {
+	events := truthEventsSQL(tables)
+	out := make([]auditCheck, 0, len(truthChecks)+1)
+	for _, c := range truthChecks {
+		c.sql = strings.ReplaceAll(c.sql, "{{events}}", events)
+		out = append(out, c)
+	}
+	return append(out, eventStateCheck(events))
 }

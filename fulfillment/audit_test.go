@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -123,6 +125,11 @@ var auditBreaks = map[string]func(b *auditBase){
 		b.exec(`UPDATE payments SET clawed_back_mana = 0 WHERE id = $1`, b.payment.ID)
 		b.exec(`UPDATE orders SET clawed_back_mana = 0 WHERE id = $1`, b.order.ID)
 	},
+	"reversal_event_state_vs_payload": func(b *auditBase) {
+		b.exec(`UPDATE webhook_events SET event_type = 'charge.dispute.closed', payload = convert_to(
+			'{"id":"evt_refund","type":"charge.dispute.closed","data":{"object":{"status":"under_review"}}}', 'UTF8')
+			WHERE event_id = 'evt_refund'`)
+	},
 	"payments_per_provider_object": func(b *auditBase) {
 		b.exec(`UPDATE webhook_events SET payload = convert_to('{"data":{"object":{"id":"cs_a"}}}', 'UTF8')
 			WHERE event_id = 'evt_paid'`)
@@ -155,9 +162,11 @@ func auditFindings(t *testing.T, b *auditBase) []string {
 	t.Helper()
 	ctx := context.Background()
 	var found []string
-	for _, audit := range []func(context.Context, fulfillment.DB) ([]fulfillment.Violation, error){
-		fulfillment.Audit, fulfillment.AuditPayments} {
-		vs, err := audit(ctx, b.pool)
+	for _, audit := range []func(context.Context, fulfillment.DB, ...provider.StateTable) ([]fulfillment.Violation, error){
+		func(ctx context.Context, db fulfillment.DB, _ ...provider.StateTable) ([]fulfillment.Violation, error) {
+			return fulfillment.Audit(ctx, db)
+		}, fulfillment.AuditPayments} {
+		vs, err := audit(ctx, b.pool, drivers.StateTables()...)
 		require.NoError(t, err)
 		for _, v := range vs {
 			found = append(found, v.Check)
@@ -172,4 +181,50 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// stripePayload stores, as the payload of event eventID, Stripe's envelope
+// of typ whose object has status.
+func (e *reversalEnv) stripePayload(eventID, typ, status string) {
+	e.t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"type":%q,"data":{"object":{"id":"dp_s","status":%q}}}`, eventID, typ, status)
+	_, err := e.pool.Exec(context.Background(), `UPDATE webhook_events SET event_type = $2, payload = convert_to($3, 'UTF8')
+		WHERE event_id = $1`, eventID, typ, body)
+	require.NoError(e.t, err)
+}
+
+// Issue 28, finding 3: invariant 10 reads each event's state from the
+// payload the provider sent, through the drivers' tables, and finds a
+// worker that misread it in both directions: a dispute the payload says
+// was lost taken as won (too little clawed back), and one it says was won
+// taken as lost (too much).
+func TestAuditReadsStatesFromPayloads(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ stored, sent, mana string }{
+		{fulfillment.StateWon, "lost", "too little"},
+		{fulfillment.StateLost, "won", "too much"},
+	} {
+		t.Run(c.mana, func(t *testing.T) {
+			t.Parallel()
+			e := newReversalEnv(t)
+			e.buy("pi_s")
+			waitJobs(t, e.pool, 1)
+			require.Equal(t, "completed", e.reverse("d_open", "pi_s", "dp_s", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd").State)
+			require.Equal(t, "completed", e.reverse("d_close", "pi_s", "dp_s", fulfillment.ReversalDispute, c.stored, 999, "usd").State)
+			e.stripePayload("d_open", "charge.dispute.created", "needs_response")
+			e.stripePayload("d_close", "charge.dispute.closed", c.stored)
+			requireClean(t, e.pool) // the payloads say what was stored
+
+			e.stripePayload("d_close", "charge.dispute.closed", c.sent)
+			vs, err := fulfillment.AuditPayments(context.Background(), e.pool, drivers.StateTables()...)
+			require.NoError(t, err)
+			var found []string
+			for _, v := range vs {
+				found = append(found, v.Check)
+			}
+			require.Contains(t, found, "reversal_event_state_vs_payload", vs)
+			require.Contains(t, found, "reversal_fact_vs_events", vs)
+			require.Contains(t, found, "clawback_vs_facts", vs)
+		})
+	}
 }
