@@ -16,7 +16,9 @@ import (
 //  8. per payment, Mana clawed back <= Mana minted, and the order shows
 //     what its payment's clawbacks took;
 //  9. each player's debt equals minus the player's entries on the
-//     receivable account, and is never negative.
+//     receivable account, and is never negative; Mana a reversal gives
+//     back first recovered what a forgiveness wrote off of the debt its
+//     payment's clawbacks opened (no more, no less).
 var paymentChecks = []auditCheck{
 	{7, "applied_payments_per_order", `
 SELECT order_id, format('%s applied payments: %s', count(*), string_agg(provider || ' ' || payment_id, ', '))
@@ -47,6 +49,7 @@ CROSS JOIN LATERAL (SELECT coalesce(-sum(amount), 0) AS taken FROM wallet_transa
 LEFT JOIN LATERAL (SELECT coalesce(sum(amount), 0) AS back FROM wallet_transactions
 	WHERE idempotency_key LIKE 'payment:' || p.id || ':%' AND kind = 'clawback_reversal') b ON true
 WHERE t.taken - b.back > p.mana_minted`},
+	{9, "give_back_vs_forgiveness", giveBackVsForgivenessSQL},
 	{9, "debt_vs_receivable", `
 SELECT coalesce(d.player_id, r.player_id), format('debt %s, receivable entries sum to %s',
 	coalesce(d.outstanding, 0), coalesce(r.total, 0))
@@ -169,3 +172,37 @@ func truthChecksFor(tables []provider.StateTable) []auditCheck {
 	}
 	return append(out, eventStateCheck(events))
 }
+
+// isRecoveryLeg is the SQL of a debt_write_off leg t that recovered a
+// write-off out of Mana given back (<step key>:back:write_off).
+const isRecoveryLeg = `t.idempotency_key LIKE 'payment:%' AND right(t.idempotency_key, 15) = ':back:write_off'`
+
+// giveBackVsForgivenessSQL recomputes, for every give-back of a payment
+// (<step key>:back), what it had to recover as of just before it:
+// min(given back, the debt its payment's clawbacks opened minus what its
+// earlier give-backs recovered, Mana forgiven since that payment's first
+// debt minus Mana recovered since), and reports any recovery that differs,
+// whichever way.
+const giveBackVsForgivenessSQL = `
+WITH g AS (
+	SELECT t.id, t.player_id, t.wallet_id, t.amount, t.idempotency_key AS key,
+		'payment:' || split_part(t.idempotency_key, ':', 2) || ':' AS prefix
+	FROM wallet_transactions t
+	WHERE t.kind = 'clawback_reversal' AND t.idempotency_key LIKE 'payment:%' AND right(t.idempotency_key, 5) = ':back')
+SELECT g.player_id, format('%s gave back %s Mana and recovered %s of the debt forgiven since its payment''s clawbacks opened %s; it had to recover %s',
+	g.key, g.amount, r.got, m.debt, w.want)
+FROM g
+CROSS JOIN LATERAL (SELECT coalesce(-sum(amount), 0) AS got FROM wallet_transactions
+	WHERE idempotency_key = g.key || ':write_off' AND kind = 'debt_write_off') r
+CROSS JOIN LATERAL (SELECT min(t.id) FILTER (WHERE t.kind = 'debt') AS first,
+		coalesce(sum(t.amount) FILTER (WHERE t.kind = 'debt'), 0) AS debt,
+		coalesce(-sum(t.amount) FILTER (WHERE t.kind = 'debt_write_off' AND ` + isRecoveryLeg + `), 0) AS recovered
+	FROM wallet_transactions t WHERE t.wallet_id = g.wallet_id AND t.id < g.id
+		AND left(t.idempotency_key, length(g.prefix)) = g.prefix AND t.kind IN ('debt', 'debt_write_off')) m
+CROSS JOIN LATERAL (SELECT coalesce(sum(t.amount) FILTER (WHERE t.amount > 0), 0)
+		- coalesce(-sum(t.amount) FILTER (WHERE t.amount < 0 AND ` + isRecoveryLeg + `), 0) AS forgiven
+	FROM wallet_transactions t WHERE t.wallet_id = g.wallet_id AND t.kind = 'debt_write_off'
+		AND t.id > m.first AND t.id < g.id) f
+CROSS JOIN LATERAL (SELECT CASE WHEN m.first IS NULL THEN 0
+	ELSE greatest(0, least(g.amount, m.debt - m.recovered, f.forgiven)) END AS want) w
+WHERE r.got <> w.want`

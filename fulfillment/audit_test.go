@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
@@ -103,6 +104,7 @@ var auditBreaks = map[string]func(b *auditBase){
 		require.NoError(b.t, err)
 		require.NoError(b.t, tx.Commit(ctx))
 	},
+	"give_back_vs_forgiveness": func(b *auditBase) { b.giveBackIgnoringForgiveness() },
 	"debt_vs_receivable": func(b *auditBase) {
 		b.exec(`INSERT INTO debts (player_id, outstanding) VALUES ($1, 5)
 			ON CONFLICT (player_id) DO UPDATE SET outstanding = debts.outstanding + 5`, b.player)
@@ -225,6 +227,93 @@ func TestAuditReadsStatesFromPayloads(t *testing.T) {
 			require.Contains(t, found, "reversal_event_state_vs_payload", vs)
 			require.Contains(t, found, "reversal_fact_vs_events", vs)
 			require.Contains(t, found, "clawback_vs_facts", vs)
+		})
+	}
+}
+
+// inTx runs f in a committed transaction.
+func (b *auditBase) inTx(f func(ctx context.Context, tx pgx.Tx, ws *wallet.Store)) {
+	b.t.Helper()
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(b.t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	f(ctx, tx, wallet.New(b.pool, wallet.Options{}))
+	require.NoError(b.t, tx.Commit(ctx))
+}
+
+// clawIntoDebt claws 600 Mana back for the base's payment: its 499 Mana
+// and 101 as debt.
+func (b *auditBase) clawIntoDebt() {
+	b.t.Helper()
+	b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+		c, err := ws.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: b.player, Mana: 600,
+			Key: wallet.ReversalKey(b.payment.ID, 90, "plant"), Reference: "plant"})
+		require.NoError(b.t, err)
+		require.Equal(b.t, int64(101), c.Debt)
+	})
+}
+
+// giveBackIgnoringForgiveness plants what finding 1 did: a debt forgiven,
+// then the Mana given back in full to the player.
+func (b *auditBase) giveBackIgnoringForgiveness() {
+	b.t.Helper()
+	b.clawIntoDebt()
+	_, err := wallet.New(b.pool, wallet.Options{}).ForgiveDebt(context.Background(), b.player, "plant", "plant")
+	require.NoError(b.t, err)
+	b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+		_, _, err := ws.CreditSettlingTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 600,
+			Kind: wallet.KindClawbackReversal, Reference: "plant", IdempotencyKey: wallet.ReversalKey(b.payment.ID, 91, "plant").GivenBack(),
+			Account: wallet.AccountManaIssued})
+		require.NoError(b.t, err)
+	})
+}
+
+// give_back_vs_forgiveness in both directions: a give-back that ignored a
+// forgiveness (the player keeps both), and one that recovered a write-off
+// no forgiveness made (the player loses Mana); the right recovery passes.
+func TestAuditGiveBackVsForgiveness(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		plant func(b *auditBase)
+		found bool
+	}{
+		"too little recovered": {func(b *auditBase) { b.giveBackIgnoringForgiveness() }, true},
+		"too much recovered": {func(b *auditBase) {
+			b.clawIntoDebt() // never forgiven
+			b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+				key := wallet.ReversalKey(b.payment.ID, 91, "plant").GivenBack()
+				_, err := ws.CreditTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 600,
+					Kind: wallet.KindClawbackReversal, Reference: "plant", IdempotencyKey: key, Account: wallet.AccountManaIssued})
+				require.NoError(b.t, err)
+				_, err = ws.DebitTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 101,
+					Kind: wallet.KindDebtWriteOff, Reference: "plant", IdempotencyKey: wallet.ReversalKey(b.payment.ID, 91, "plant:back:write_off"),
+					Account: wallet.AccountBadDebt})
+				require.NoError(b.t, err)
+			})
+		}, true},
+		"recovered as forgiven": {func(b *auditBase) {
+			b.clawIntoDebt()
+			_, err := wallet.New(b.pool, wallet.Options{}).ForgiveDebt(context.Background(), b.player, "plant", "plant")
+			require.NoError(b.t, err)
+			b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+				g, err := ws.GiveBackTx(ctx, tx, wallet.GiveBackParams{PlayerID: b.player, Mana: 600,
+					Key: wallet.ReversalKey(b.payment.ID, 91, "plant"), Reference: "plant", Clawbacks: wallet.ReversalPrefix(b.payment.ID)})
+				require.NoError(b.t, err)
+				require.Equal(b.t, int64(101), g.Recovered)
+			})
+		}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := newAuditBase(t)
+			c.plant(b)
+			found := auditFindings(t, b)
+			if c.found {
+				require.Contains(t, found, "give_back_vs_forgiveness")
+			} else {
+				require.NotContains(t, found, "give_back_vs_forgiveness")
+			}
 		})
 	}
 }
