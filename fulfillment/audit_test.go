@@ -144,6 +144,72 @@ var auditBreaks = map[string]func(b *auditBase){
 	},
 }
 
+// auditBreaksOtherWay plants, for each check that can fail in more than
+// one direction, the violations auditBreaks does not: a check weakened to
+// see only too little (or only too much) is caught. (The other checks have
+// one direction, or their second one is a check of its own:
+// reversal_event_wrongly_refused and _accepted; give_back_vs_forgiveness
+// and reversal_event_state_vs_payload are tested both ways below.)
+var auditBreaksOtherWay = map[string][]func(b *auditBase){
+	"clawback_vs_facts": { // too much clawed back for the facts (501 is right)
+		func(b *auditBase) {
+			b.exec(`UPDATE payments SET clawed_back_mana = 1000 WHERE id = $1`, b.payment.ID)
+			b.exec(`UPDATE orders SET clawed_back_mana = 1000 WHERE id = $1`, b.order.ID)
+		},
+		func(b *auditBase) { // a refund the worker never saw: the facts call for more
+			b.exec(`UPDATE reversal_events SET amount = 999`)
+			b.exec(`UPDATE payment_reversals SET amount = 999`)
+		},
+	},
+	"clawed_back_over_minted": {func(b *auditBase) {
+		b.dropCheck("payments", "clawed_back_mana >= 0")
+		b.exec(`UPDATE payments SET clawed_back_mana = -1 WHERE id = $1`, b.payment.ID)
+	}},
+	"order_clawback_vs_payment": {func(b *auditBase) {
+		b.exec(`UPDATE orders SET clawed_back_mana = 900 WHERE id = $1`, b.order.ID)
+	}},
+	"reversal_fact_vs_events": {
+		func(b *auditBase) { b.exec(`UPDATE payment_reversals SET amount = amount + 1`) },
+		func(b *auditBase) { b.exec(`DELETE FROM payment_reversals`) },
+		func(b *auditBase) {
+			b.exec(`INSERT INTO payment_reversals (provider, reversal_id, payment_id, payment, kind, state, amount, currency)
+				VALUES ('stripe', 'dp_ghost', 'cs_a', $1, 'dispute', 'lost', 999, 'usd')`, b.payment.ID)
+		},
+		func(b *auditBase) { b.exec(`UPDATE payment_reversals SET kind = 'dispute', state = 'won'`) },
+	},
+	"applied_payment_vs_order": {func(b *auditBase) {
+		b.exec(`UPDATE payments SET mana_minted = 1001 WHERE id = $1`, b.payment.ID)
+	}},
+	"fulfilled_without_matching_payment": {func(b *auditBase) {
+		b.exec(`UPDATE webhook_events SET paid_amount = 100000 WHERE order_id = $1`, b.order.ID)
+	}},
+	"debt_vs_receivable": {func(b *auditBase) { // a receivable entry the debts row does not show
+		b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+			_, err := ws.CreditTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 5,
+				Kind: wallet.KindDebt, Reference: "plant", IdempotencyKey: wallet.CallerKey("plant-debt"),
+				Account: wallet.AccountReceivable})
+			require.NoError(b.t, err)
+		})
+	}},
+}
+
+// Each check that can fail more than one way reports each of them.
+func TestAuditChecksFindTheirViolationEveryWay(t *testing.T) {
+	t.Parallel()
+	for check, plants := range auditBreaksOtherWay {
+		require.Contains(t, fulfillment.AuditCheckNames(), check)
+		for i, plant := range plants {
+			t.Run(fmt.Sprintf("%s/%d", check, i), func(t *testing.T) {
+				t.Parallel()
+				b := newAuditBase(t)
+				plant(b)
+				found := auditFindings(t, b)
+				require.Contains(t, found, check, "the audit reported %v", found)
+			})
+		}
+	}
+}
+
 // Every check of invariants 5 and 7-10 reports the violation it exists
 // for, on a history that was clean before.
 func TestAuditChecksFindTheirViolation(t *testing.T) {
