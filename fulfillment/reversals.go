@@ -257,8 +257,9 @@ func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, k
 
 // step posts the difference between target and what p has clawed back so
 // far: a clawback when more went back, Mana given back when a dispute was
-// won (recovering first what a forgiveness wrote off of p's debt). Each step's keys are derived from the payment, the provider's
-// reversal id and the step number, taken under the payment's lock.
+// won (recovering first what a forgiveness wrote off of p's debt). Each
+// step's keys are derived from the payment, the provider's reversal id and
+// the step number, taken under the payment's lock.
 func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64, kind, reversalID string) error {
 	delta := target - p.ClawedBackMana
 	if delta == 0 {
