@@ -130,6 +130,11 @@ func parseReversal(typ string, obj []byte) (*provider.Reversal, error) {
 	}
 	r := &provider.Reversal{ReversalID: m.ID, Currency: m.Currency, PaymentID: string(m.PaymentIntent)}
 	if typ == EventChargeRefunded {
+		// The refund's key is built from the charge id: check that id
+		// first, or an event without one would be the fact "charge:".
+		if err := provider.CheckText("charge id", m.ID); err != nil {
+			return nil, err
+		}
 		r.Kind, r.State, r.ReversalID = provider.ReversalRefund, provider.StateSucceeded, "charge:"+m.ID
 		return provider.CheckReversal(r, m.AmountRefunded, cmp.Or(r.PaymentID, m.ID), m.ID)
 	}

@@ -47,6 +47,8 @@ func TestParseMalformed(t *testing.T) {
 		"bad currency":         `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":1,"currency":"us1","payment_status":"paid","metadata":{"order_id":"1"}}}}`,
 		"negative refund":      `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","amount_refunded":-1,"currency":"usd","payment_intent":"pi"}}}`,
 		"refund no amount":     `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","currency":"usd","payment_intent":"pi"}}}`,
+		"refund no charge id":  `{"id":"e","type":"charge.refunded","data":{"object":{"amount_refunded":1,"currency":"usd","payment_intent":"pi"}}}`,
+		"refund empty charge":  `{"id":"e","type":"charge.refunded","data":{"object":{"id":"","amount_refunded":1,"currency":"usd","payment_intent":"pi"}}}`,
 		"dispute bad currency": `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"u$d","payment_intent":"pi"}}}`,
 		"dispute no payment":   `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"usd"}}}`,
 		"dispute no id":        `{"id":"e","type":"charge.dispute.created","data":{"object":{"amount":1,"currency":"usd","payment_intent":"pi"}}}`,
