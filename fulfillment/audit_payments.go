@@ -1,6 +1,11 @@
 package fulfillment
 
-import "context"
+import (
+	"context"
+	"strings"
+
+	"github.com/fibe-dev/billing/internal/provider"
+)
 
 // paymentChecks are invariants 7 to 9 of the design as queries whose only
 // rows are violations (order or player id, detail):
@@ -11,7 +16,9 @@ import "context"
 //  8. per payment, Mana clawed back <= Mana minted, and the order shows
 //     what its payment's clawbacks took;
 //  9. each player's debt equals minus the player's entries on the
-//     receivable account, and is never negative.
+//     receivable account, and is never negative; Mana a reversal gives
+//     back first recovered what a forgiveness wrote off of the debt its
+//     payment's clawbacks opened (no more, no less).
 var paymentChecks = []auditCheck{
 	{7, "applied_payments_per_order", `
 SELECT order_id, format('%s applied payments: %s', count(*), string_agg(provider || ' ' || payment_id, ', '))
@@ -42,6 +49,7 @@ CROSS JOIN LATERAL (SELECT coalesce(-sum(amount), 0) AS taken FROM wallet_transa
 LEFT JOIN LATERAL (SELECT coalesce(sum(amount), 0) AS back FROM wallet_transactions
 	WHERE idempotency_key LIKE 'payment:' || p.id || ':%' AND kind = 'clawback_reversal') b ON true
 WHERE t.taken - b.back > p.mana_minted`},
+	{9, "give_back_vs_forgiveness", giveBackVsForgivenessSQL},
 	{9, "debt_vs_receivable", `
 SELECT coalesce(d.player_id, r.player_id), format('debt %s, receivable entries sum to %s',
 	coalesce(d.outstanding, 0), coalesce(r.total, 0))
@@ -65,9 +73,15 @@ WHERE coalesce(d.outstanding, 0) <> -coalesce(r.total, 0) OR d.outstanding < 0`}
 //   - each fact is the fold of its accepted events (largest amount,
 //     furthest state open < lost < won), and no fact lacks them;
 //   - each payment's clawed_back_mana is ceil(minted x min(paid, refunds +
-//     open or lost disputes) / paid), capped at minted;
+//     open or lost disputes) / paid), capped at minted, each fact capped at
+//     paid and everything summed in numeric (no int64 to wrap);
 //   - one payment per provider object (Stripe's Checkout Session, Paddle's
 //     transaction, Creem's checkout), read from the events' own payloads.
+//   - each accepted event's kind and state are what its payload's status
+//     means by its driver's table (see audit_states.go), and the facts and
+//     clawbacks above are recomputed from those, not from what was stored.
+//
+// {{events}} stands for reversal_events as recomputed from the payloads.
 var truthChecks = []auditCheck{
 	{10, "reversal_event_undecided", `
 SELECT p.order_id, format('%s event %s (%s %s) names payment %s %s but is still pending', e.provider, e.event_id,
@@ -92,7 +106,7 @@ WITH folded AS (
 	SELECT provider, reversal_id, min(payment) AS payment, min(kind) AS kind, max(amount) AS amount,
 		(array['open', 'lost', 'won'])[max(array_position(array['open', 'lost', 'won'], state))] AS dispute_state,
 		count(DISTINCT payment) AS payments
-	FROM reversal_events WHERE status = 'accepted' GROUP BY provider, reversal_id)
+	FROM {{events}} e WHERE status = 'accepted' GROUP BY provider, reversal_id)
 SELECT coalesce(p.order_id, 0), format('%s %s: fact %s, its accepted events fold to %s', coalesce(f.provider, r.provider),
 	coalesce(f.reversal_id, r.reversal_id),
 	coalesce(format('%s %s %s %s of payment %s', r.kind, r.state, r.amount, r.currency, r.payment), 'missing'),
@@ -105,11 +119,12 @@ WHERE f.reversal_id IS NULL OR r.reversal_id IS NULL OR f.payments > 1 OR r.paym
 	OR lower(r.currency) <> lower(p.currency)`},
 	{10, "clawback_vs_facts", `
 WITH lost AS (
-	SELECT payment, sum(amount) FILTER (WHERE kind = 'refund' OR state IN ('open', 'lost')) AS lost
-	FROM (SELECT payment, reversal_id, min(kind) AS kind, max(amount) AS amount,
+	SELECT f.payment, sum(least(f.amount, p.amount)) FILTER (WHERE kind = 'refund' OR state IN ('open', 'lost')) AS lost
+	FROM (SELECT payment, reversal_id, min(kind) AS kind, max(amount)::numeric AS amount,
 			(array['succeeded', 'open', 'lost', 'won'])[max(array_position(array['succeeded', 'open', 'lost', 'won'], state))] AS state
-		FROM reversal_events WHERE status = 'accepted' GROUP BY payment, reversal_id) facts
-	GROUP BY payment),
+		FROM {{events}} e WHERE status = 'accepted' GROUP BY payment, reversal_id) f
+	JOIN payments p ON p.id = f.payment
+	GROUP BY f.payment),
 target AS (
 	SELECT p.*, least(p.amount, coalesce(l.lost, 0)) AS gone FROM payments p LEFT JOIN lost l ON l.payment = p.id)
 SELECT order_id, format('payment %s %s clawed back %s Mana; its facts (%s of %s paid gone back) call for %s',
@@ -138,8 +153,56 @@ const wellFormedEvent = `((e.kind = 'refund' AND e.state = 'succeeded')
 
 // AuditPayments checks invariants 7 to 10 over the whole database and
 // returns every violation (none when clean); OrderID holds the player id
-// for invariant 9. Run it in a REPEATABLE READ transaction (pass the
-// pgx.Tx) to see one snapshot while work runs.
-func AuditPayments(ctx context.Context, db DB) ([]Violation, error) {
-	return runChecks(ctx, db, append(paymentChecks[:len(paymentChecks):len(paymentChecks)], truthChecks...))
+// for invariant 9. tables are the drivers' documented statuses (each
+// driver's States), through which invariant 10 reads every stored payload.
+// Run it in a REPEATABLE READ transaction (pass the pgx.Tx) to see one
+// snapshot while work runs.
+func AuditPayments(ctx context.Context, db DB, tables ...provider.StateTable) ([]Violation, error) {
+	return runChecks(ctx, db, append(paymentChecks[:len(paymentChecks):len(paymentChecks)], truthChecksFor(tables)...))
 }
+
+// truthChecksFor are truthChecks reading reversal events through tables,
+// and the check of each accepted event's state against its payload.
+func truthChecksFor(tables []provider.StateTable) []auditCheck {
+	events := truthEventsSQL(tables)
+	out := make([]auditCheck, 0, len(truthChecks)+1)
+	for _, c := range truthChecks {
+		c.sql = strings.ReplaceAll(c.sql, "{{events}}", events)
+		out = append(out, c)
+	}
+	return append(out, eventStateCheck(events))
+}
+
+// isRecoveryLeg is the SQL of a debt_write_off leg t that recovered a
+// write-off out of Mana given back (<step key>:back:write_off).
+const isRecoveryLeg = `t.idempotency_key LIKE 'payment:%' AND right(t.idempotency_key, 15) = ':back:write_off'`
+
+// giveBackVsForgivenessSQL recomputes, for every give-back of a payment
+// (<step key>:back), what it had to recover as of just before it:
+// min(given back, the debt its payment's clawbacks opened minus what its
+// earlier give-backs recovered, Mana forgiven since that payment's first
+// debt minus Mana recovered since), and reports any recovery that differs,
+// whichever way.
+const giveBackVsForgivenessSQL = `
+WITH g AS (
+	SELECT t.id, t.player_id, t.wallet_id, t.amount, t.idempotency_key AS key,
+		'payment:' || split_part(t.idempotency_key, ':', 2) || ':' AS prefix
+	FROM wallet_transactions t
+	WHERE t.kind = 'clawback_reversal' AND t.idempotency_key LIKE 'payment:%' AND right(t.idempotency_key, 5) = ':back')
+SELECT g.player_id, format('%s gave back %s Mana and recovered %s of the debt forgiven since its payment''s clawbacks opened %s; it had to recover %s',
+	g.key, g.amount, r.got, m.debt, w.want)
+FROM g
+CROSS JOIN LATERAL (SELECT coalesce(-sum(amount), 0) AS got FROM wallet_transactions
+	WHERE idempotency_key = g.key || ':write_off' AND kind = 'debt_write_off') r
+CROSS JOIN LATERAL (SELECT min(t.id) FILTER (WHERE t.kind = 'debt') AS first,
+		coalesce(sum(t.amount) FILTER (WHERE t.kind = 'debt'), 0) AS debt,
+		coalesce(-sum(t.amount) FILTER (WHERE t.kind = 'debt_write_off' AND ` + isRecoveryLeg + `), 0) AS recovered
+	FROM wallet_transactions t WHERE t.wallet_id = g.wallet_id AND t.id < g.id
+		AND left(t.idempotency_key, length(g.prefix)) = g.prefix AND t.kind IN ('debt', 'debt_write_off')) m
+CROSS JOIN LATERAL (SELECT coalesce(sum(t.amount) FILTER (WHERE t.amount > 0), 0)
+		- coalesce(-sum(t.amount) FILTER (WHERE t.amount < 0 AND ` + isRecoveryLeg + `), 0) AS forgiven
+	FROM wallet_transactions t WHERE t.wallet_id = g.wallet_id AND t.kind = 'debt_write_off'
+		AND t.id > m.first AND t.id < g.id) f
+CROSS JOIN LATERAL (SELECT CASE WHEN m.first IS NULL THEN 0
+	ELSE greatest(0, least(g.amount, m.debt - m.recovered, f.forgiven)) END AS want) w
+WHERE r.got <> w.want`

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -101,6 +104,7 @@ var auditBreaks = map[string]func(b *auditBase){
 		require.NoError(b.t, err)
 		require.NoError(b.t, tx.Commit(ctx))
 	},
+	"give_back_vs_forgiveness": func(b *auditBase) { b.giveBackIgnoringForgiveness() },
 	"debt_vs_receivable": func(b *auditBase) {
 		b.exec(`INSERT INTO debts (player_id, outstanding) VALUES ($1, 5)
 			ON CONFLICT (player_id) DO UPDATE SET outstanding = debts.outstanding + 5`, b.player)
@@ -123,6 +127,11 @@ var auditBreaks = map[string]func(b *auditBase){
 		b.exec(`UPDATE payments SET clawed_back_mana = 0 WHERE id = $1`, b.payment.ID)
 		b.exec(`UPDATE orders SET clawed_back_mana = 0 WHERE id = $1`, b.order.ID)
 	},
+	"reversal_event_state_vs_payload": func(b *auditBase) {
+		b.exec(`UPDATE webhook_events SET event_type = 'charge.dispute.closed', payload = convert_to(
+			'{"id":"evt_refund","type":"charge.dispute.closed","data":{"object":{"status":"under_review"}}}', 'UTF8')
+			WHERE event_id = 'evt_refund'`)
+	},
 	"payments_per_provider_object": func(b *auditBase) {
 		b.exec(`UPDATE webhook_events SET payload = convert_to('{"data":{"object":{"id":"cs_a"}}}', 'UTF8')
 			WHERE event_id = 'evt_paid'`)
@@ -133,6 +142,72 @@ var auditBreaks = map[string]func(b *auditBase){
 			SELECT provider, 'pi_a2', order_id, player_id, 'evt_async', amount, currency, 'unapplied', 'double'
 			FROM payments WHERE id = $1`, b.payment.ID)
 	},
+}
+
+// auditBreaksOtherWay plants, for each check that can fail in more than
+// one direction, the violations auditBreaks does not: a check weakened to
+// see only too little (or only too much) is caught. (The other checks have
+// one direction, or their second one is a check of its own:
+// reversal_event_wrongly_refused and _accepted; give_back_vs_forgiveness
+// and reversal_event_state_vs_payload are tested both ways below.)
+var auditBreaksOtherWay = map[string][]func(b *auditBase){
+	"clawback_vs_facts": { // too much clawed back for the facts (501 is right)
+		func(b *auditBase) {
+			b.exec(`UPDATE payments SET clawed_back_mana = 1000 WHERE id = $1`, b.payment.ID)
+			b.exec(`UPDATE orders SET clawed_back_mana = 1000 WHERE id = $1`, b.order.ID)
+		},
+		func(b *auditBase) { // a refund the worker never saw: the facts call for more
+			b.exec(`UPDATE reversal_events SET amount = 999`)
+			b.exec(`UPDATE payment_reversals SET amount = 999`)
+		},
+	},
+	"clawed_back_over_minted": {func(b *auditBase) {
+		b.dropCheck("payments", "clawed_back_mana >= 0")
+		b.exec(`UPDATE payments SET clawed_back_mana = -1 WHERE id = $1`, b.payment.ID)
+	}},
+	"order_clawback_vs_payment": {func(b *auditBase) {
+		b.exec(`UPDATE orders SET clawed_back_mana = 900 WHERE id = $1`, b.order.ID)
+	}},
+	"reversal_fact_vs_events": {
+		func(b *auditBase) { b.exec(`UPDATE payment_reversals SET amount = amount + 1`) },
+		func(b *auditBase) { b.exec(`DELETE FROM payment_reversals`) },
+		func(b *auditBase) {
+			b.exec(`INSERT INTO payment_reversals (provider, reversal_id, payment_id, payment, kind, state, amount, currency)
+				VALUES ('stripe', 'dp_ghost', 'cs_a', $1, 'dispute', 'lost', 999, 'usd')`, b.payment.ID)
+		},
+		func(b *auditBase) { b.exec(`UPDATE payment_reversals SET kind = 'dispute', state = 'won'`) },
+	},
+	"applied_payment_vs_order": {func(b *auditBase) {
+		b.exec(`UPDATE payments SET mana_minted = 1001 WHERE id = $1`, b.payment.ID)
+	}},
+	"fulfilled_without_matching_payment": {func(b *auditBase) {
+		b.exec(`UPDATE webhook_events SET paid_amount = 100000 WHERE order_id = $1`, b.order.ID)
+	}},
+	"debt_vs_receivable": {func(b *auditBase) { // a receivable entry the debts row does not show
+		b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+			_, err := ws.CreditTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 5,
+				Kind: wallet.KindDebt, Reference: "plant", IdempotencyKey: wallet.CallerKey("plant-debt"),
+				Account: wallet.AccountReceivable})
+			require.NoError(b.t, err)
+		})
+	}},
+}
+
+// Each check that can fail more than one way reports each of them.
+func TestAuditChecksFindTheirViolationEveryWay(t *testing.T) {
+	t.Parallel()
+	for check, plants := range auditBreaksOtherWay {
+		require.Contains(t, fulfillment.AuditCheckNames(), check)
+		for i, plant := range plants {
+			t.Run(fmt.Sprintf("%s/%d", check, i), func(t *testing.T) {
+				t.Parallel()
+				b := newAuditBase(t)
+				plant(b)
+				found := auditFindings(t, b)
+				require.Contains(t, found, check, "the audit reported %v", found)
+			})
+		}
+	}
 }
 
 // Every check of invariants 5 and 7-10 reports the violation it exists
@@ -155,9 +230,11 @@ func auditFindings(t *testing.T, b *auditBase) []string {
 	t.Helper()
 	ctx := context.Background()
 	var found []string
-	for _, audit := range []func(context.Context, fulfillment.DB) ([]fulfillment.Violation, error){
-		fulfillment.Audit, fulfillment.AuditPayments} {
-		vs, err := audit(ctx, b.pool)
+	for _, audit := range []func(context.Context, fulfillment.DB, ...provider.StateTable) ([]fulfillment.Violation, error){
+		func(ctx context.Context, db fulfillment.DB, _ ...provider.StateTable) ([]fulfillment.Violation, error) {
+			return fulfillment.Audit(ctx, db)
+		}, fulfillment.AuditPayments} {
+		vs, err := audit(ctx, b.pool, drivers.StateTables()...)
 		require.NoError(t, err)
 		for _, v := range vs {
 			found = append(found, v.Check)
@@ -172,4 +249,137 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// stripePayload stores, as the payload of event eventID, Stripe's envelope
+// of typ whose object has status.
+func (e *reversalEnv) stripePayload(eventID, typ, status string) {
+	e.t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"type":%q,"data":{"object":{"id":"dp_s","status":%q}}}`, eventID, typ, status)
+	_, err := e.pool.Exec(context.Background(), `UPDATE webhook_events SET event_type = $2, payload = convert_to($3, 'UTF8')
+		WHERE event_id = $1`, eventID, typ, body)
+	require.NoError(e.t, err)
+}
+
+// Issue 28, finding 3: invariant 10 reads each event's state from the
+// payload the provider sent, through the drivers' tables, and finds a
+// worker that misread it in both directions: a dispute the payload says
+// was lost taken as won (too little clawed back), and one it says was won
+// taken as lost (too much).
+func TestAuditReadsStatesFromPayloads(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ stored, sent, mana string }{
+		{fulfillment.StateWon, "lost", "too little"},
+		{fulfillment.StateLost, "won", "too much"},
+	} {
+		t.Run(c.mana, func(t *testing.T) {
+			t.Parallel()
+			e := newReversalEnv(t)
+			e.buy("pi_s")
+			waitJobs(t, e.pool, 1)
+			require.Equal(t, "completed", e.reverse("d_open", "pi_s", "dp_s", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd").State)
+			require.Equal(t, "completed", e.reverse("d_close", "pi_s", "dp_s", fulfillment.ReversalDispute, c.stored, 999, "usd").State)
+			e.stripePayload("d_open", "charge.dispute.created", "needs_response")
+			e.stripePayload("d_close", "charge.dispute.closed", c.stored)
+			requireClean(t, e.pool) // the payloads say what was stored
+
+			e.stripePayload("d_close", "charge.dispute.closed", c.sent)
+			vs, err := fulfillment.AuditPayments(context.Background(), e.pool, drivers.StateTables()...)
+			require.NoError(t, err)
+			var found []string
+			for _, v := range vs {
+				found = append(found, v.Check)
+			}
+			require.Contains(t, found, "reversal_event_state_vs_payload", vs)
+			require.Contains(t, found, "reversal_fact_vs_events", vs)
+			require.Contains(t, found, "clawback_vs_facts", vs)
+		})
+	}
+}
+
+// inTx runs f in a committed transaction.
+func (b *auditBase) inTx(f func(ctx context.Context, tx pgx.Tx, ws *wallet.Store)) {
+	b.t.Helper()
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(b.t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	f(ctx, tx, wallet.New(b.pool, wallet.Options{}))
+	require.NoError(b.t, tx.Commit(ctx))
+}
+
+// clawIntoDebt claws 600 Mana back for the base's payment: its 499 Mana
+// and 101 as debt.
+func (b *auditBase) clawIntoDebt() {
+	b.t.Helper()
+	b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+		c, err := ws.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: b.player, Mana: 600,
+			Key: wallet.ReversalKey(b.payment.ID, 90, "plant"), Reference: "plant"})
+		require.NoError(b.t, err)
+		require.Equal(b.t, int64(101), c.Debt)
+	})
+}
+
+// giveBackIgnoringForgiveness plants what finding 1 did: a debt forgiven,
+// then the Mana given back in full to the player.
+func (b *auditBase) giveBackIgnoringForgiveness() {
+	b.t.Helper()
+	b.clawIntoDebt()
+	_, err := wallet.New(b.pool, wallet.Options{}).ForgiveDebt(context.Background(), b.player, "plant", "plant")
+	require.NoError(b.t, err)
+	b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+		_, _, err := ws.CreditSettlingTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 600,
+			Kind: wallet.KindClawbackReversal, Reference: "plant", IdempotencyKey: wallet.ReversalKey(b.payment.ID, 91, "plant").GivenBack(),
+			Account: wallet.AccountManaIssued})
+		require.NoError(b.t, err)
+	})
+}
+
+// give_back_vs_forgiveness in both directions: a give-back that ignored a
+// forgiveness (the player keeps both), and one that recovered a write-off
+// no forgiveness made (the player loses Mana); the right recovery passes.
+func TestAuditGiveBackVsForgiveness(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		plant func(b *auditBase)
+		found bool
+	}{
+		"too little recovered": {func(b *auditBase) { b.giveBackIgnoringForgiveness() }, true},
+		"too much recovered": {func(b *auditBase) {
+			b.clawIntoDebt() // never forgiven
+			b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+				key := wallet.ReversalKey(b.payment.ID, 91, "plant").GivenBack()
+				_, err := ws.CreditTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 600,
+					Kind: wallet.KindClawbackReversal, Reference: "plant", IdempotencyKey: key, Account: wallet.AccountManaIssued})
+				require.NoError(b.t, err)
+				_, err = ws.DebitTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 101,
+					Kind: wallet.KindDebtWriteOff, Reference: "plant", IdempotencyKey: wallet.ReversalKey(b.payment.ID, 91, "plant:back:write_off"),
+					Account: wallet.AccountBadDebt})
+				require.NoError(b.t, err)
+			})
+		}, true},
+		"recovered as forgiven": {func(b *auditBase) {
+			b.clawIntoDebt()
+			_, err := wallet.New(b.pool, wallet.Options{}).ForgiveDebt(context.Background(), b.player, "plant", "plant")
+			require.NoError(b.t, err)
+			b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
+				g, err := ws.GiveBackTx(ctx, tx, wallet.GiveBackParams{PlayerID: b.player, Mana: 600,
+					Key: wallet.ReversalKey(b.payment.ID, 91, "plant"), Reference: "plant", Clawbacks: wallet.ReversalPrefix(b.payment.ID)})
+				require.NoError(b.t, err)
+				require.Equal(b.t, int64(101), g.Recovered)
+			})
+		}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := newAuditBase(t)
+			c.plant(b)
+			found := auditFindings(t, b)
+			if c.found {
+				require.Contains(t, found, "give_back_vs_forgiveness")
+			} else {
+				require.NotContains(t, found, "give_back_vs_forgiveness")
+			}
+		})
+	}
 }

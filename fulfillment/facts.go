@@ -227,30 +227,45 @@ func saveFacts(ctx context.Context, tx pgx.Tx, p *Payment, facts []fact) error {
 	return nil
 }
 
-// lostMoney is what a payment's facts took back from us.
+// lostMoney is what a payment's facts took back from us, each sum at most
+// what the payment paid.
 type lostMoney struct {
 	refunded, disputed int64
 	openDispute        bool
 }
 
-func lostOf(facts []fact) lostMoney {
+// lostOf sums facts for a payment of paid. Each fact is capped at paid
+// before it is added, and each sum stops at paid, so no sum can wrap: a
+// provider amount is any int64, and two of them once added up to a
+// negative loss that gave the Mana back.
+func lostOf(facts []fact, paid int64) lostMoney {
 	var l lostMoney
 	for _, f := range facts {
 		switch {
 		case f.kind == ReversalRefund:
-			l.refunded += f.amount
+			l.refunded = addCapped(l.refunded, f.amount, paid)
 		case f.state == StateOpen || f.state == StateLost:
-			l.disputed += f.amount
+			l.disputed = addCapped(l.disputed, f.amount, paid)
 			l.openDispute = true
 		}
 	}
 	return l
 }
 
+// addCapped is min(limit, sum + n) for 0 <= sum <= limit and n >= 0,
+// computed without overflow.
+func addCapped(sum, n, limit int64) int64 {
+	n = max(0, min(n, limit))
+	if n > limit-sum {
+		return limit
+	}
+	return sum + n
+}
+
 // total is the money gone back, at most what was paid: a refund seen both
 // as a refund and as a dispute, or reported above the payment, is not
 // taken twice.
-func (l lostMoney) total(paid int64) int64 { return min(paid, l.refunded+l.disputed) }
+func (l lostMoney) total(paid int64) int64 { return addCapped(l.refunded, l.disputed, paid) }
 
 // clawbackTarget is ceil(minted x lost / paid), capped at minted; 0 for a
 // payment that minted nothing.

@@ -20,6 +20,9 @@ var (
 	ErrInvalidRefundID   = errors.New("fulfillment: refund id must be 1 to 255 bytes of text")
 )
 
+// maxRefundID bounds a refund id, in bytes.
+const maxRefundID = 255
+
 // markRefundedSQL moves an unapplied payment to refunded, and nothing else.
 const markRefundedSQL = `UPDATE payments SET status = 'refunded', refund_id = $2, updated_at = now()
 	WHERE id = $1 AND status = 'unapplied'`
@@ -41,7 +44,7 @@ func markRefunded(ctx context.Context, db DB, id int64, refundID string) error {
 // reports changed false; under another refund id it is
 // ErrRefundedOtherwise. An applied payment is ErrNotUnapplied.
 func MarkRefunded(ctx context.Context, db DB, id int64, refundID string) (p *Payment, changed bool, err error) {
-	if refundID == "" || len(refundID) > 255 || !utf8.ValidString(refundID) || strings.ContainsRune(refundID, 0) {
+	if refundID == "" || len(refundID) > maxRefundID || !utf8.ValidString(refundID) || strings.ContainsRune(refundID, 0) {
 		return nil, false, ErrInvalidRefundID
 	}
 	p, err = scanPayment(db.QueryRow(ctx, markRefundedSQL+` RETURNING `+paymentColumns, id, refundID))

@@ -110,7 +110,10 @@ func recordPayment(ctx context.Context, tx pgx.Tx, p *Payment, ids []string) err
 
 // ListPaymentsParams filter ListPayments.
 type ListPaymentsParams struct {
-	UnappliedOnly bool  // status unapplied (received, minted nothing, not refunded yet)
+	// UnappliedOnly lists what is still to refund: status unapplied
+	// (received, minted nothing, not refunded yet) and not already given
+	// back in full by the provider's own accepted refunds of it.
+	UnappliedOnly bool
 	OrderID       int64 // 0: every order
 	Limit         int   // 0: 1000
 }
@@ -120,8 +123,10 @@ func ListPayments(ctx context.Context, db DB, lp ListPaymentsParams) ([]Payment,
 	if lp.Limit <= 0 {
 		lp.Limit = 1000
 	}
-	rows, err := db.Query(ctx, `SELECT `+paymentColumns+` FROM payments
-		WHERE (NOT $1 OR status = 'unapplied') AND ($2::bigint = 0 OR order_id = $2)
+	rows, err := db.Query(ctx, `SELECT `+paymentColumns+` FROM payments p
+		WHERE (NOT $1 OR (status = 'unapplied' AND amount > (SELECT coalesce(sum(least(r.amount, p.amount)::numeric), 0)
+			FROM payment_reversals r WHERE r.payment = p.id AND r.kind = 'refund')))
+			AND ($2::bigint = 0 OR order_id = $2)
 		ORDER BY id LIMIT $3`, lp.UnappliedOnly, lp.OrderID, lp.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("fulfillment: list payments: %w", err)

@@ -288,3 +288,115 @@ func TestUnappliedRefundRetriedWithOneKey(t *testing.T) {
 	require.Equal(t, int64(1000), manaBalance(t, pool, player))
 	requireClean(t, pool)
 }
+
+// amountRefunder refunds and records each request's key and amount.
+type amountRefunder struct {
+	mu       sync.Mutex
+	requests []provider.RefundRequest
+}
+
+func (a *amountRefunder) Refund(_ context.Context, r provider.RefundRequest) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.requests = append(a.requests, r)
+	return "re_auto_" + r.PaymentID, nil
+}
+
+func (a *amountRefunder) all() []provider.RefundRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]provider.RefundRequest(nil), a.requests...)
+}
+
+// Issue 28, finding 6 (Paddle): a duplicate transaction, recorded
+// unapplied, that Paddle then refunds in full is refunded: it leaves the
+// to-refund list, and an operator cannot be asked to refund it again.
+func TestUnappliedRefundedInFullByProviderLeavesTheList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	client := startRiverWith(t, pool, fulfillment.WorkerOptions{
+		Refunders: provider.Select[fulfillment.Refunder](drivers.New(map[string]provider.Options{provider.Paddle: {APIKey: "pdl_key"}}))})
+	player := newPlayer(t, pool)
+	o := checkout(t, pool, player, "mana_1000", "paddle")
+	payWith(t, pool, client, "paddle", "evt_1", "txn_1", o.ID, 999, "usd")
+	require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
+	payWith(t, pool, client, "paddle", "evt_2", "txn_2", o.ID, 999, "usd")
+	require.Contains(t, waitJobs(t, pool, 2)[1].Errors[0], "REFUND IT")
+	unapplied, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: true})
+	require.NoError(t, err)
+	require.Len(t, unapplied, 1)
+
+	reverse(t, pool, client, fulfillment.ReversePaymentArgs{Provider: "paddle", EventID: "evt_adj", PaymentID: "txn_2",
+		ReversalID: "adj_1", ReversalKind: fulfillment.ReversalRefund, State: fulfillment.StateSucceeded, Amount: 999, Currency: "usd"})
+	j := waitKind(t, pool, "reverse_payment", 1)[0]
+	require.Equal(t, "completed", j.State, j.Errors)
+	unapplied, err = fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: true})
+	require.NoError(t, err)
+	require.Empty(t, unapplied, "Paddle refunded it in full: nothing is left to refund")
+	ps, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{OrderID: o.ID})
+	require.NoError(t, err)
+	require.Equal(t, fulfillment.PaymentRefunded, ps[1].Status)
+	require.Equal(t, "adj_1", ps[1].RefundID)
+	require.Equal(t, int64(1000), manaBalance(t, pool, player))
+	requireClean(t, pool)
+
+	// A row left unapplied by an older build, its full refund recorded as
+	// a fact, is not on the to-refund list either.
+	_, err = pool.Exec(ctx, `UPDATE payments SET status = 'unapplied', refund_id = NULL WHERE id = $1`, ps[1].ID)
+	require.NoError(t, err)
+	unapplied, err = fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{UnappliedOnly: true})
+	require.NoError(t, err)
+	require.Empty(t, unapplied)
+}
+
+// Finding 6 (Stripe): a full refund of the duplicate's PaymentIntent that
+// arrives before the duplicate session is its refund: the worker asks
+// Stripe for nothing. A partial one leaves only the rest to refund.
+func TestUnappliedRefundAsksOnlyWhatFactsLeave(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		refunded int64
+		want     []int64 // the amounts asked of the refund API
+	}{
+		{"in full", 999, nil},
+		{"above paid", 5000, nil},
+		{"in part", 300, []int64{699}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := testdb.New(t)
+			refunder := &amountRefunder{}
+			client := startRiverWith(t, pool, fulfillment.WorkerOptions{Refunders: map[string]fulfillment.Refunder{"stripe": refunder}})
+			player := newPlayer(t, pool)
+			o := checkout(t, pool, player, "mana_1000", "stripe")
+			require.NoError(t, tryPayArgs(pool, client, fulfillment.FulfillOrderArgs{OrderID: o.ID, EventID: "evt_1",
+				Provider: "stripe", PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_1", Aliases: []string{"pi_1"}}))
+			require.Equal(t, "completed", waitJobs(t, pool, 1)[0].State)
+			reverse(t, pool, client, fulfillment.ReversePaymentArgs{Provider: "stripe", EventID: "evt_r", PaymentID: "pi_2",
+				ReversalID: "charge:ch_2", ReversalKind: fulfillment.ReversalRefund, State: fulfillment.StateSucceeded,
+				Amount: c.refunded, Currency: "usd", OtherRef: "ch_2"})
+			require.Equal(t, "completed", waitKind(t, pool, "reverse_payment", 1)[0].State)
+			require.NoError(t, tryPayArgs(pool, client, fulfillment.FulfillOrderArgs{OrderID: o.ID, EventID: "evt_2",
+				Provider: "stripe", PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_2", Aliases: []string{"pi_2"}}))
+			j := waitJobs(t, pool, 2)[1]
+			require.Equal(t, "cancelled", j.State, j.Errors)
+			var asked []int64
+			for _, r := range refunder.all() {
+				asked = append(asked, r.Amount)
+			}
+			require.Equal(t, c.want, asked)
+			ps, err := fulfillment.ListPayments(ctx, pool, fulfillment.ListPaymentsParams{OrderID: o.ID})
+			require.NoError(t, err)
+			require.Equal(t, fulfillment.PaymentRefunded, ps[1].Status)
+			if c.want == nil {
+				require.Equal(t, "charge:ch_2", ps[1].RefundID)
+				require.Contains(t, j.Errors[len(j.Errors)-1], "refunded as charge:ch_2")
+			}
+			require.Equal(t, int64(1000), manaBalance(t, pool, player))
+			requireClean(t, pool)
+		})
+	}
+}

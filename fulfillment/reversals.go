@@ -241,23 +241,28 @@ func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, k
 	if err := saveFacts(ctx, tx, p, facts); err != nil {
 		return evaluation{}, err
 	}
-	lost := lostOf(facts)
+	lost := lostOf(facts, max(p.Amount, 0))
 	target := clawbackTarget(p, lost)
 	if err := r.step(ctx, tx, p, target, kind, reversalID); err != nil {
 		return evaluation{}, err
 	}
-	if p.Status == PaymentApplied {
-		if err := updateOrderMoney(ctx, tx, o, lost, target, r.now()); err != nil {
-			return evaluation{}, err
-		}
+	switch {
+	case p.Status == PaymentApplied:
+		err = updateOrderMoney(ctx, tx, o, lost, target, r.now())
+	case p.Status == PaymentUnapplied && p.Amount > 0 && lost.refunded >= p.Amount:
+		err = refundedByProvider(ctx, tx, p, facts)
+	}
+	if err != nil {
+		return evaluation{}, err
 	}
 	return evaluation{payment: p, events: events}, nil
 }
 
 // step posts the difference between target and what p has clawed back so
 // far: a clawback when more went back, Mana given back when a dispute was
-// won. Each step's keys are derived from the payment, the provider's
-// reversal id and the step number, taken under the payment's lock.
+// won (recovering first what a forgiveness wrote off of p's debt). Each
+// step's keys are derived from the payment, the provider's reversal id and
+// the step number, taken under the payment's lock.
 func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64, kind, reversalID string) error {
 	delta := target - p.ClawedBackMana
 	if delta == 0 {
@@ -270,9 +275,10 @@ func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64
 		_, err = r.wallet.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: p.PlayerID, Mana: delta, Key: key, Reference: ref})
 		clawbacks.WithLabelValues(p.Provider, kind).Inc()
 	} else {
-		_, _, err = r.wallet.CreditSettlingTx(ctx, tx, wallet.PostParams{PlayerID: p.PlayerID, Currency: wallet.Mana,
-			Amount: -delta, Kind: wallet.KindClawbackReversal, Reference: ref, IdempotencyKey: key.GivenBack(),
-			Account: wallet.AccountManaIssued})
+		// A write-off of the debt this payment's clawbacks opened is
+		// recovered first; only the rest reaches the player.
+		_, err = r.wallet.GiveBackTx(ctx, tx, wallet.GiveBackParams{PlayerID: p.PlayerID, Mana: -delta, Key: key,
+			Reference: ref, Clawbacks: wallet.ReversalPrefix(p.ID)})
 	}
 	if err != nil {
 		return fmt.Errorf("fulfillment: claw back payment %d: %w", p.ID, err)

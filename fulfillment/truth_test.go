@@ -2,6 +2,7 @@ package fulfillment_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -211,5 +212,47 @@ func TestDecidePending(t *testing.T) {
 	n, err := w.DecidePending(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
+	requireClean(t, e.pool)
+}
+
+// Issue 28, finding 2: a payment's facts are each capped at what it paid
+// before anything is added, so no sum wraps. A refund of the largest
+// amount the provider can send, then a 1-cent dispute on the same
+// payment, keeps everything clawed back (the sum once wrapped to a
+// negative loss and gave all 1000 Mana back).
+func TestHugeRefundThenDisputeDoesNotWrap(t *testing.T) {
+	t.Parallel()
+	e := newReversalEnv(t)
+	o := e.buy("pi_w")
+	waitJobs(t, e.pool, 1)
+	j := e.refund("r_max", "pi_w", math.MaxInt64, "usd")
+	require.Equal(t, "completed", j.State, j.Errors)
+	require.Zero(t, e.balances()[wallet.Mana])
+	j = e.reverse("d_cent", "pi_w", "dp_w", fulfillment.ReversalDispute, fulfillment.StateOpen, 1, "usd")
+	require.Equal(t, "completed", j.State, j.Errors)
+	require.Zero(t, e.balances()[wallet.Mana], "a 1-cent dispute gives nothing back")
+	got := e.order(o.ID)
+	require.Equal(t, int64(1000), got.ClawedBackMana)
+	require.Equal(t, int64(999), got.RefundedAmount)
+	requireClean(t, e.pool)
+}
+
+// Finding 2, two refunds whose sum wraps: the order's refunded_amount once
+// went negative, its CHECK failed and the job was retried until discarded.
+func TestTwoHugeRefundsDoNotWrap(t *testing.T) {
+	t.Parallel()
+	e := newReversalEnv(t)
+	o := e.buy("pi_v")
+	waitJobs(t, e.pool, 1)
+	half := int64(math.MaxInt64/2 + 1)
+	for _, id := range []string{"re_v1", "re_v2"} {
+		j := e.reverse("evt_"+id, "pi_v", id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, half, "usd")
+		require.Equal(t, "completed", j.State, j.Errors)
+		require.Zero(t, e.balances()[wallet.Mana])
+	}
+	got := e.order(o.ID)
+	require.Equal(t, fulfillment.StatusRefunded, got.Status)
+	require.Equal(t, int64(999), got.RefundedAmount)
+	require.Equal(t, int64(1000), got.ClawedBackMana)
 	requireClean(t, e.pool)
 }

@@ -55,13 +55,18 @@ func (w *Worker) settleUnapplied(ctx context.Context, p *Payment, why string) (s
 
 // refund gives p back through its provider, once: the provider key is
 // derived from p's row id, so a retried job gets the first refund back.
-// It says what happened, or returns a retryable error.
+// The provider's own accepted refunds of p count: only what they leave is
+// asked for. It says what happened, or returns a retryable error.
 func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
 	switch {
 	case p.Status == PaymentRefunded:
 		return "refunded as " + p.RefundID, nil
 	case p.Amount <= 0:
 		return "nothing to refund", nil
+	}
+	left, err := leftToRefund(ctx, w.pool, p)
+	if err != nil || left == 0 {
+		return "refunded by " + p.Provider, err
 	}
 	r := w.refunders[p.Provider]
 	if r == nil {
@@ -71,7 +76,7 @@ func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	id, err := r.Refund(ctx, provider.RefundRequest{PaymentID: p.PaymentID, Aliases: aliases, Amount: p.Amount,
+	id, err := r.Refund(ctx, provider.RefundRequest{PaymentID: p.PaymentID, Aliases: aliases, Amount: left,
 		Currency: p.Currency, IdempotencyKey: RefundKey(p.ID)})
 	switch {
 	case errors.Is(err, provider.ErrNotConfigured), errors.Is(err, provider.ErrUnsupported):
@@ -91,4 +96,39 @@ func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
 
 func noRefundAPI(p *Payment) string {
 	return "REFUND IT to the customer (no refund API configured for " + p.Provider + ")"
+}
+
+// leftToRefund is what unapplied payment p paid minus what the provider's
+// accepted refunds of it already gave back (each capped at what p paid,
+// summed in numeric), never below 0.
+func leftToRefund(ctx context.Context, db DB, p *Payment) (int64, error) {
+	var left int64
+	err := db.QueryRow(ctx, `SELECT $2::bigint - least($2::bigint, coalesce(sum(least(amount, $2::bigint)::numeric), 0))::bigint
+		FROM payment_reversals WHERE payment = $1 AND kind = 'refund'`, p.ID, p.Amount).Scan(&left)
+	if err != nil {
+		return 0, fmt.Errorf("fulfillment: read refunds of payment %d: %w", p.ID, err)
+	}
+	return left, nil
+}
+
+// refundedByProvider marks unapplied payment p refunded when its accepted
+// refund facts gave back everything it paid: the provider refunded it, so
+// nothing is left to refund, by us or by an operator. Its refund id names
+// those refunds.
+func refundedByProvider(ctx context.Context, tx pgx.Tx, p *Payment, facts []fact) error {
+	var ids []string
+	for _, f := range facts {
+		if f.kind == ReversalRefund {
+			ids = append(ids, f.reversalID)
+		}
+	}
+	id := strings.Join(ids, ", ")
+	if len(id) > maxRefundID {
+		id = strings.ToValidUTF8(id[:maxRefundID-3], "") + "..."
+	}
+	if err := markRefunded(ctx, tx, p.ID, id); err != nil {
+		return err
+	}
+	p.Status, p.RefundID = PaymentRefunded, id
+	return nil
 }

@@ -7,8 +7,9 @@ package wallet
 // immediately taken back by the clawback's Mana debit (so the wallet nets
 // to what it held and the player's receivable entries sum to minus the
 // debt); a later Mana credit settles it with a debit to receivable; a
-// forgiven debt is written off against bad_debt the same way. Every
-// transaction keeps its two entries summing to zero.
+// forgiven debt is written off against bad_debt the same way, and that
+// write-off is recovered first when the money behind the debt comes back
+// (GiveBackTx). Every transaction keeps its two entries summing to zero.
 //
 // The debts row of a player is the lock that orders these posts: debts
 // row, then the Mana wallet, then the Sparks wallet. Conversions lock Mana
@@ -43,7 +44,7 @@ const (
 	KindDebtWriteOff     Kind = "debt_write_off"    // the two legs of a forgiven debt
 
 	AccountReceivable = "receivable" // what players owe us, minus: debt = -(sum of entries)
-	AccountBadDebt    = "bad_debt"   // forgiven debts
+	AccountBadDebt    = "bad_debt"   // forgiven debts, less what give-backs recovered
 	AccountClawbacks  = "clawbacks"  // Sparks taken back (Mana goes back to mana_issued)
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -68,7 +69,9 @@ var domainChecks = []domainCheck{
 	{"webhook", 6, 11, func(ctx context.Context, db dbtx.DB, o Options) ([]string, error) {
 		return lines(webhook.Audit(ctx, db, webhook.AuditOptions{Since: o.WebhookSince}))
 	}},
-	{"payments", 7, 10, plain(fulfillment.AuditPayments)},
+	{"payments", 7, 10, func(ctx context.Context, db dbtx.DB, _ Options) ([]string, error) {
+		return lines(fulfillment.AuditPayments(ctx, db, drivers.StateTables()...))
+	}},
 }
 
 // plain adapts a domain audit that needs no options.

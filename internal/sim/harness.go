@@ -359,6 +359,9 @@ func (r *run) stop(ctx context.Context, ev, how string) error {
 	if err != nil {
 		return err
 	}
+	if len(js) == 0 && r.decidedAtClaim(ctx, ev) {
+		return nil // refused or ignored at its claim: no job to stop
+	}
 	if len(js) != 1 || js[0].state != string(rivertype.JobStateScheduled) {
 		return fmt.Errorf("held event %s: want one scheduled job, have %+v", ev, js)
 	}
@@ -515,7 +518,7 @@ func (r *run) outcomes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ran := false
+		ran := len(js) == 0 && r.decidedAtClaim(ctx, ev)
 		for _, j := range js {
 			ran = ran || (!r.killed[j.id] && (j.state == string(rivertype.JobStateCompleted) || j.state == string(rivertype.JobStateCancelled)))
 		}
@@ -523,6 +526,33 @@ func (r *run) outcomes(ctx context.Context) error {
 			r.problems = append(r.problems, fmt.Sprintf("invariant 11: event %s was claimed, its job stopped, "+
 				"and no job of it ran after its redelivery: %+v", ev, js))
 		}
+	}
+	return r.everyEventHasAnOutcome(ctx)
+}
+
+// decidedAtClaim: ev was refused or ignored by its claim, with no job.
+func (r *run) decidedAtClaim(ctx context.Context, ev string) bool {
+	var outcome string
+	err := r.e.Pool.QueryRow(ctx, `SELECT coalesce(outcome, '') FROM webhook_events WHERE event_id = $1`, ev).Scan(&outcome)
+	return err == nil && (outcome == "refused" || outcome == "ignored")
+}
+
+// everyEventHasAnOutcome is invariant 11 read from the claims themselves,
+// once every job of the history has ended: no claimed event lacks an
+// outcome.
+func (r *run) everyEventHasAnOutcome(ctx context.Context) error {
+	prefix := fmt.Sprintf("evt_sim%d_", r.h.Seed) // histories share the database: this one's events
+	rows, err := r.e.Pool.Query(ctx, `SELECT provider || '/' || event_id FROM webhook_events
+		WHERE outcome IS NULL AND starts_with(event_id, $1) ORDER BY 1`, prefix)
+	if err != nil {
+		return fmt.Errorf("read outcomes: %w", err)
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read outcomes: %w", err)
+	}
+	for _, ev := range missing {
+		r.problems = append(r.problems, "invariant 11: event "+ev+" has no outcome after every job ended")
 	}
 	return nil
 }

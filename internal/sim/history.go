@@ -27,7 +27,7 @@ const (
 	LDistinct   Letter = "distinct"   // a second, distinct payment for an order
 	LRefund     Letter = "refund"     // refunds (Stripe cumulative, Paddle adjustments, Creem refunds)
 	LDispute    Letter = "dispute"    // disputes, inquiries and chargebacks, opened and closed
-	LCloseOther Letter = "closeother" // a Stripe dispute closed in an undocumented status
+	LCloseOther Letter = "closeother" // a Stripe dispute closed in an open, prevented, legacy or undocumented status
 	LWrap       Letter = "wrap"       // amounts near 2^63, whose sum wraps int64
 	LMalformed  Letter = "malformed"  // a signed refund with a negative, non-integer amount or no id
 	LCurrency   Letter = "currency"   // a refund or dispute in another currency

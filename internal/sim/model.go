@@ -148,11 +148,14 @@ func (m *Model) accepted(s Step) (mEvent, bool) {
 	switch s.State {
 	case "open", "inquiry":
 		e.state = "open"
-	case "lost":
+	case "lost", "prevented", "charge_refunded":
+		// Stripe closes a dispute prevented by a refund to the customer
+		// (prevented, and the legacy charge_refunded) with the money gone,
+		// as a lost one.
 		e.state = "lost"
 	case "won", "warning_closed":
 		e.state = "won"
-	default: // an undocumented close is refused
+	default: // a close in an open status, or an undocumented one, is refused
 		return mEvent{}, false
 	}
 	return e, true

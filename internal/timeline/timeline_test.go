@@ -336,3 +336,40 @@ func TestDebtSettled(t *testing.T) {
 	require.Equal(t, "Nothing open", pl.Headline, pl.Verdict)
 	require.Len(t, ofType(pl, "debt_settled"), 1)
 }
+
+// Issue 28, finding 6: a duplicate payment the provider refunds itself is
+// refunded: the verdict says one thing, in part (what is left to refund)
+// and then in full (nothing to do), and it leaves the unapplied list.
+func TestUnappliedRefundedByProvider(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	o := e.open(provider.Creem, "")
+	require.Equal(t, "completed", e.pay(o, "evt_a"))
+	second := devwebhook.PaymentEvent("creem", "evt_b", "ord_other", o.ID, 999, "usd")
+	require.Equal(t, "cancelled", e.deliverAndWait("creem", "evt_b", second))
+	refund := func(eventID, id string, amount int64) {
+		t.Helper()
+		body := devwebhook.ReversalEvent("creem", eventID, "ord_other", id, fulfillment.ReversalRefund,
+			fulfillment.StateSucceeded, amount, "usd")
+		require.Equal(t, "completed", e.deliverAndWait("creem", eventID, body))
+	}
+
+	refund("evt_r1", "rf_1", 300)
+	tl := e.order(o.ID)
+	require.True(t, tl.Attention)
+	require.Contains(t, tl.Verdict, "minted nothing and was refunded 3.00 USD by creem (rf_1); the other 6.99 USD is NOT refunded yet: refund it at creem")
+	list, err := timeline.Unapplied(ctx, e.pool, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+
+	refund("evt_r2", "rf_2", 699)
+	tl = e.order(o.ID)
+	require.False(t, tl.Attention, tl.Verdict)
+	require.NotContains(t, tl.Verdict, "NOT refunded")
+	require.Contains(t, tl.Verdict, "minted nothing and was refunded (rf_1, rf_2)")
+	list, err = timeline.Unapplied(ctx, e.pool, 10)
+	require.NoError(t, err)
+	require.Empty(t, list)
+	e.requireClean()
+}

@@ -71,7 +71,7 @@ func (h *history) paidVerdict(o *orderRow, pays []*paymentRow) verdict {
 	}
 	parts := []string{first}
 	for _, p := range others {
-		phrase, todo := refundPhrase(p)
+		phrase, todo := h.refundPhrase(p)
 		parts = append(parts, fmt.Sprintf("payment %s (%s) for the same order minted nothing and %s", h.name(p),
 			money(p.Amount, p.Currency), phrase))
 		v.attention = v.attention || todo
@@ -89,7 +89,7 @@ func (h *history) nothingMinted(o *orderRow, pays []*paymentRow) verdict {
 	}
 	var parts []string
 	for _, p := range pays {
-		phrase, todo := refundPhrase(p)
+		phrase, todo := h.refundPhrase(p)
 		parts = append(parts, fmt.Sprintf("payment %s (%s) minted nothing and %s", h.name(p), money(p.Amount, p.Currency), phrase))
 		v.attention = v.attention || todo
 	}
@@ -98,16 +98,34 @@ func (h *history) nothingMinted(o *orderRow, pays []*paymentRow) verdict {
 }
 
 // refundPhrase says what became of an unapplied payment's money, and
-// whether an operator must act.
-func refundPhrase(p *paymentRow) (string, bool) {
+// whether an operator must act. The provider's own accepted refunds of it
+// count: one refunded in full is refunded, whoever refunded it, and one
+// refunded in part is still to refund for the rest only.
+func (h *history) refundPhrase(p *paymentRow) (string, bool) {
 	switch {
 	case p.Status == fulfillment.PaymentRefunded:
 		return fmt.Sprintf("was refunded (%s) on %s", p.RefundID, minute(p.UpdatedAt)), false
 	case p.Amount <= 0:
 		return "had nothing to refund", false
 	}
-	return fmt.Sprintf("is NOT refunded yet: refund it at %s, then run billing payments mark-refunded --payment %d --refund-id <refund id>",
-		p.Provider, p.ID), true
+	var refunded int64
+	var ids []string
+	for _, f := range h.factsOf(p) {
+		if f.Kind == fulfillment.ReversalRefund {
+			refunded += min(max(f.Amount, 0), p.Amount-refunded) // capped: never above what it paid
+			ids = append(ids, f.ReversalID)
+		}
+	}
+	todo := fmt.Sprintf("refund it at %s, then run billing payments mark-refunded --payment %d --refund-id <refund id>",
+		p.Provider, p.ID)
+	switch {
+	case refunded >= p.Amount:
+		return fmt.Sprintf("was refunded in full by %s (%s)", p.Provider, strings.Join(ids, ", ")), false
+	case refunded > 0:
+		return fmt.Sprintf("was refunded %s by %s (%s); the other %s is NOT refunded yet: %s", money(refunded, p.Currency),
+			p.Provider, strings.Join(ids, ", "), money(p.Amount-refunded, p.Currency), todo), true
+	}
+	return "is NOT refunded yet: " + todo, true
 }
 
 func (h *history) unpaidVerdict(o *orderRow) verdict {

@@ -61,6 +61,7 @@ func parseCheckout(_ string, obj []byte) (*provider.Payment, error) {
 // reversal is the part of Creem's refund and dispute objects intake reads.
 type reversal struct {
 	ID             string `json:"id"`
+	Status         string `json:"status"`
 	RefundAmount   *int64 `json:"refund_amount"`
 	RefundCurrency string `json:"refund_currency"`
 	Amount         *int64 `json:"amount"`
@@ -73,19 +74,41 @@ type reversal struct {
 	} `json:"checkout"`
 }
 
-// parseReversal reads refund.created and dispute.created; the payment is
-// Creem's order, as for checkout.completed. Creem withdraws a disputed
-// amount when the dispute opens.
+// parseReversal reads refund.created and dispute.created, as States maps
+// their status; the payment is Creem's order, as for checkout.completed.
+// Creem withdraws a disputed amount when the dispute opens.
 func parseReversal(typ string, obj []byte) (*provider.Reversal, error) {
 	var c reversal
 	if err := provider.Unmarshal(obj, &c); err != nil {
 		return nil, err
 	}
-	r := &provider.Reversal{ReversalID: c.ID, PaymentID: cmp.Or(c.Order.ID, c.Checkout.ID)}
+	status := c.Status
+	if typ == EventDisputeCreated {
+		status = "" // Creem's dispute has no status we read: it opened
+	}
+	m, err := States.Decide(typ, status)
+	if err != nil {
+		return nil, err
+	}
+	r := &provider.Reversal{ReversalID: c.ID, PaymentID: cmp.Or(c.Order.ID, c.Checkout.ID), Kind: m.Kind, State: m.State}
 	if typ == EventRefundCreated {
-		r.Kind, r.State, r.Currency = provider.ReversalRefund, provider.StateSucceeded, c.RefundCurrency
+		r.Currency = c.RefundCurrency
 		return provider.CheckReversal(r, c.RefundAmount, r.PaymentID, c.Checkout.ID)
 	}
-	r.Kind, r.State, r.Currency = provider.ReversalDispute, provider.StateOpen, c.Currency
+	r.Currency = c.Currency
 	return provider.CheckReversal(r, c.Amount, r.PaymentID, c.Checkout.ID)
 }
+
+// States is every documented status of the refund and dispute events
+// Creem's driver accepts, and what each means: refund.created is a refund
+// made (status succeeded, or none sent); dispute.created a dispute opened,
+// whose funds Creem withdrew. Creem sends no closing event.
+var States = provider.StateTable{Provider: Name, Events: []provider.EventStates{
+	{Type: EventRefundCreated, Fields: [][]string{{"object", "status"}}, States: map[string]provider.Meaning{
+		"":          {Kind: provider.ReversalRefund, State: provider.StateSucceeded},
+		"succeeded": {Kind: provider.ReversalRefund, State: provider.StateSucceeded},
+	}},
+	{Type: EventDisputeCreated, States: map[string]provider.Meaning{
+		"": {Kind: provider.ReversalDispute, State: provider.StateOpen},
+	}},
+}}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem"
@@ -46,4 +48,22 @@ func TestParseReversals(t *testing.T) {
 		{Name: "refund naming order and checkout", Body: `{"id":"e","eventType":"refund.created","object":{"id":"ref_2","refund_amount":5,"refund_currency":"EUR","order":{"id":"ord_2"},"checkout":{"id":"ch_2"}}}`,
 			Reversal: &provider.Reversal{PaymentID: "ord_2", ReversalID: "ref_2", Kind: "refund", State: "succeeded", Amount: 5, Currency: "EUR", OtherRef: "ch_2"}},
 	})
+}
+
+// Issue 28, finding 3: a refund whose status is not a made refund is
+// refused with its reason, not counted.
+func TestRefundStatesEnumerated(t *testing.T) {
+	t.Parallel()
+	for status, ok := range map[string]bool{"succeeded": true, "": true, "pending": false, "failed": false, "canceled": false} {
+		body := `{"id":"e","eventType":"refund.created","object":{"id":"ref_1","status":"` + status +
+			`","refund_amount":5,"refund_currency":"EUR","order":{"id":"ord_1"}}}`
+		ev, err := parser.Parse([]byte(body))
+		if ok {
+			require.NoError(t, err, status)
+			require.Equal(t, provider.StateSucceeded, ev.Reversal.State)
+			continue
+		}
+		require.ErrorIs(t, err, provider.ErrMalformedPayload, status)
+		require.Contains(t, err.Error(), `unknown refund.created status "`+status+`"`)
+	}
 }

@@ -21,3 +21,9 @@ func New(opts map[string]provider.Options) *provider.Registry {
 		creem.New(opts[provider.Creem]),
 	)
 }
+
+// StateTables are every driver's table of the refund and dispute statuses
+// it documents, for the audit to read stored payloads through.
+func StateTables() []provider.StateTable {
+	return []provider.StateTable{stripe.States, paddle.States, creem.States}
+}

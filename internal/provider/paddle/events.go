@@ -88,30 +88,27 @@ type adjustment struct {
 
 // parseAdjustment acts on approved refunds, chargebacks (a chargeback is a
 // dispute already lost) and chargeback reversals (the dispute won after
-// all: the money came back); pending, rejected and every other action
-// (credits, warnings) are only acknowledged.
+// all: the money came back), as States maps each action and status;
+// pending and rejected adjustments, credits and warnings are only
+// acknowledged, and an undocumented action or status is refused.
 //
 // A chargeback and its reversal are two adjustments with ids of their own
 // that name only the transaction, so both are keyed by the transaction
 // (one dispute per Paddle transaction): the reversal then closes the same
 // dispute as won, whichever of the two arrives first.
-func parseAdjustment(_ string, data []byte) (*provider.Reversal, error) {
+func parseAdjustment(typ string, data []byte) (*provider.Reversal, error) {
 	var a adjustment
 	if err := provider.Unmarshal(data, &a); err != nil {
 		return nil, err
 	}
-	r := &provider.Reversal{ReversalID: a.ID, PaymentID: a.TransactionID, Currency: cmp.Or(a.Totals.CurrencyCode, a.CurrencyCode)}
-	switch {
-	case a.Status != "approved":
-		return nil, nil
-	case a.Action == "refund":
-		r.Kind, r.State = provider.ReversalRefund, provider.StateSucceeded
-	case a.Action == "chargeback":
-		r.Kind, r.State, r.ReversalID = provider.ReversalDispute, provider.StateLost, ChargebackID(a.TransactionID)
-	case a.Action == "chargeback_reverse":
-		r.Kind, r.State, r.ReversalID = provider.ReversalDispute, provider.StateWon, ChargebackID(a.TransactionID)
-	default:
-		return nil, nil
+	m, err := States.Decide(typ, provider.Status(a.Action, a.Status))
+	if err != nil || m.State == provider.StateIgnored {
+		return nil, err
+	}
+	r := &provider.Reversal{ReversalID: a.ID, PaymentID: a.TransactionID, Currency: cmp.Or(a.Totals.CurrencyCode, a.CurrencyCode),
+		Kind: m.Kind, State: m.State}
+	if m.Kind == provider.ReversalDispute {
+		r.ReversalID = ChargebackID(a.TransactionID)
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(a.Totals.Total), 10, 64)
 	if err != nil {
@@ -119,6 +116,55 @@ func parseAdjustment(_ string, data []byte) (*provider.Reversal, error) {
 	}
 	return provider.CheckReversal(r, &n, r.PaymentID, "")
 }
+
+// Paddle's adjustment actions and statuses.
+const (
+	actionRefund            = "refund"
+	actionChargeback        = "chargeback"
+	actionChargebackReverse = "chargeback_reverse"
+	actionChargebackWarning = "chargeback_warning"
+	actionCredit            = "credit"
+	actionCreditReverse     = "credit_reverse"
+
+	statusPendingApproval = "pending_approval"
+	statusApproved        = "approved"
+	statusRejected        = "rejected"
+	statusReversed        = "reversed"
+)
+
+// adjustmentStates maps every documented action/status of an adjustment.
+func adjustmentStates() map[string]provider.Meaning {
+	ignored := provider.Meaning{State: provider.StateIgnored}
+	reversed := provider.Meaning{State: provider.StateRefused, Why: "a reversed adjustment is not read: correct it by hand"}
+	acted := map[string]provider.Meaning{
+		actionRefund:            {Kind: provider.ReversalRefund, State: provider.StateSucceeded},
+		actionChargeback:        {Kind: provider.ReversalDispute, State: provider.StateLost},
+		actionChargebackReverse: {Kind: provider.ReversalDispute, State: provider.StateWon},
+	}
+	out := map[string]provider.Meaning{}
+	for action, approved := range acted {
+		out[provider.Status(action, statusApproved)] = approved
+		out[provider.Status(action, statusPendingApproval)] = ignored
+		out[provider.Status(action, statusRejected)] = ignored
+		out[provider.Status(action, statusReversed)] = reversed
+	}
+	for _, action := range []string{actionChargebackWarning, actionCredit, actionCreditReverse} {
+		for _, status := range []string{statusPendingApproval, statusApproved, statusRejected, statusReversed} {
+			out[provider.Status(action, status)] = ignored
+		}
+	}
+	return out
+}
+
+// adjustmentStatusAt is where an adjustment's action and status are.
+var adjustmentStatusAt = [][]string{{"data", "action"}, {"data", "status"}}
+
+// States is every documented action and status of the adjustment events
+// Paddle's driver accepts ("action/status"), and what each means.
+var States = provider.StateTable{Provider: Name, Events: []provider.EventStates{
+	{Type: EventAdjustmentCreated, Fields: adjustmentStatusAt, States: adjustmentStates()},
+	{Type: EventAdjustmentUpdated, Fields: adjustmentStatusAt, States: adjustmentStates()},
+}}
 
 // ChargebackID is the reversal id of the chargeback of Paddle transaction
 // txn, and of its reversal.

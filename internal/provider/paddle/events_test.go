@@ -55,3 +55,35 @@ func TestParseReversals(t *testing.T) {
 	})
 	require.Equal(t, "chargeback:txn_1", paddle.ChargebackID("txn_1"))
 }
+
+// Issue 28, finding 3: every documented action and status of an
+// adjustment is mapped; anything else is refused with its reason.
+func TestAdjustmentStatesEnumerated(t *testing.T) {
+	t.Parallel()
+	body := func(action, status string) []byte {
+		return []byte(`{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj_1","action":"` + action +
+			`","transaction_id":"txn_1","status":"` + status + `","totals":{"total":"5","currency_code":"USD"}}}`)
+	}
+	const ignored, refused = "ignored", "refused"
+	for _, c := range []struct{ action, status, want string }{
+		{"refund", "approved", "succeeded"}, {"refund", "pending_approval", ignored}, {"refund", "rejected", ignored},
+		{"refund", "reversed", refused},
+		{"chargeback", "approved", "lost"}, {"chargeback", "pending_approval", ignored}, {"chargeback", "reversed", refused},
+		{"chargeback_reverse", "approved", "won"}, {"chargeback_reverse", "rejected", ignored},
+		{"chargeback_warning", "approved", ignored}, {"credit", "approved", ignored}, {"credit_reverse", "approved", ignored},
+		{"refund", "approvedd", refused}, {"refund", "", refused}, {"giveaway", "approved", refused}, {"", "approved", refused},
+	} {
+		ev, err := parser.Parse(body(c.action, c.status))
+		switch c.want {
+		case refused:
+			require.ErrorIs(t, err, provider.ErrMalformedPayload, "%s/%s", c.action, c.status)
+			require.Contains(t, err.Error(), c.action+"/"+c.status)
+		case ignored:
+			require.NoError(t, err, "%s/%s", c.action, c.status)
+			require.Nil(t, ev.Reversal, "%s/%s", c.action, c.status)
+		default:
+			require.NoError(t, err, "%s/%s", c.action, c.status)
+			require.Equal(t, c.want, ev.Reversal.State, "%s/%s", c.action, c.status)
+		}
+	}
+}

@@ -121,31 +121,79 @@ type money struct {
 // parseReversal reads charge.refunded (a Charge: its cumulative
 // amount_refunded, keyed by the charge id, since the Charge carries no
 // refund list without expansion) and charge.dispute.created/closed (a
-// Dispute). The payment is named by its PaymentIntent.
+// Dispute, whose status States maps). The payment is named by its
+// PaymentIntent.
 func parseReversal(typ string, obj []byte) (*provider.Reversal, error) {
 	var m money
 	if err := provider.Unmarshal(obj, &m); err != nil {
 		return nil, err
 	}
 	r := &provider.Reversal{ReversalID: m.ID, Currency: m.Currency, PaymentID: string(m.PaymentIntent)}
-	switch typ {
-	case EventChargeRefunded:
+	if typ == EventChargeRefunded {
+		// The refund's key is built from the charge id: check that id
+		// first, or an event without one would be the fact "charge:".
+		if err := provider.CheckText("charge id", m.ID); err != nil {
+			return nil, err
+		}
 		r.Kind, r.State, r.ReversalID = provider.ReversalRefund, provider.StateSucceeded, "charge:"+m.ID
 		return provider.CheckReversal(r, m.AmountRefunded, cmp.Or(r.PaymentID, m.ID), m.ID)
-	case EventDisputeCreated:
-		r.Kind, r.State = provider.ReversalDispute, provider.StateOpen
-	default:
-		r.Kind, r.State = provider.ReversalDispute, disputeOutcome(m.Status)
 	}
+	meaning, err := States.Decide(typ, m.Status)
+	if err != nil {
+		return nil, err
+	}
+	r.Kind, r.State = meaning.Kind, meaning.State
 	return provider.CheckReversal(r, m.Amount, cmp.Or(r.PaymentID, string(m.Charge)), string(m.Charge))
 }
 
-// disputeOutcome maps a closed dispute's status: lost keeps the money
-// gone; won and warning_closed (an inquiry that never withdrew funds) give
-// it back.
-func disputeOutcome(status string) string {
-	if status == "lost" {
-		return provider.StateLost
+// Stripe's dispute statuses.
+const (
+	disputeWarningNeedsResponse = "warning_needs_response"
+	disputeWarningUnderReview   = "warning_under_review"
+	disputeWarningClosed        = "warning_closed"
+	disputeNeedsResponse        = "needs_response"
+	disputeUnderReview          = "under_review"
+	disputeWon                  = "won"
+	disputeLost                 = "lost"
+	disputePrevented            = "prevented"
+	disputeChargeRefunded       = "charge_refunded" // legacy: the dispute ended in a refund
+)
+
+var (
+	disputeOpen = provider.Meaning{Kind: provider.ReversalDispute, State: provider.StateOpen}
+	disputeWonM = provider.Meaning{Kind: provider.ReversalDispute, State: provider.StateWon}
+	// disputeGone: the money stays with the customer, whether the bank
+	// decided it (lost) or a refund settled it (prevented by the card
+	// network's rapid resolution, or the legacy charge_refunded); a refund
+	// counted besides is not taken twice.
+	disputeGone      = provider.Meaning{Kind: provider.ReversalDispute, State: provider.StateLost}
+	closedButOpen    = provider.Meaning{State: provider.StateRefused, Why: "a closed dispute in an open status"}
+	disputeStatusAt  = [][]string{{"data", "object", "status"}}
+	closedStatuses   = map[string]provider.Meaning{disputeWon: disputeWonM, disputeWarningClosed: disputeWonM, disputeLost: disputeGone, disputePrevented: disputeGone, disputeChargeRefunded: disputeGone}
+	openStatuses     = []string{disputeWarningNeedsResponse, disputeWarningUnderReview, disputeNeedsResponse, disputeUnderReview}
+	createdStatuses  = with(closedStatuses, openStatuses, disputeOpen)
+	closingStatuses  = with(closedStatuses, openStatuses, closedButOpen)
+	refundedByCharge = map[string]provider.Meaning{"": {Kind: provider.ReversalRefund, State: provider.StateSucceeded}}
+)
+
+// States is every documented status of the refund and dispute events
+// Stripe's driver accepts, and what each means: a dispute opens (funds
+// withdrawn; an inquiry's warning_* too, given back when it closes as
+// warning_closed), is won, or is lost; charge.refunded reads no status.
+var States = provider.StateTable{Provider: Name, Events: []provider.EventStates{
+	{Type: EventChargeRefunded, States: refundedByCharge},
+	{Type: EventDisputeCreated, Fields: disputeStatusAt, States: createdStatuses},
+	{Type: EventDisputeClosed, Fields: disputeStatusAt, States: closingStatuses},
+}}
+
+// with is base plus each of statuses meaning m.
+func with(base map[string]provider.Meaning, statuses []string, m provider.Meaning) map[string]provider.Meaning {
+	out := make(map[string]provider.Meaning, len(base)+len(statuses))
+	for k, v := range base {
+		out[k] = v
 	}
-	return provider.StateWon
+	for _, s := range statuses {
+		out[s] = m
+	}
+	return out
 }

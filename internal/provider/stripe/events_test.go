@@ -47,6 +47,8 @@ func TestParseMalformed(t *testing.T) {
 		"bad currency":         `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":1,"currency":"us1","payment_status":"paid","metadata":{"order_id":"1"}}}}`,
 		"negative refund":      `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","amount_refunded":-1,"currency":"usd","payment_intent":"pi"}}}`,
 		"refund no amount":     `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","currency":"usd","payment_intent":"pi"}}}`,
+		"refund no charge id":  `{"id":"e","type":"charge.refunded","data":{"object":{"amount_refunded":1,"currency":"usd","payment_intent":"pi"}}}`,
+		"refund empty charge":  `{"id":"e","type":"charge.refunded","data":{"object":{"id":"","amount_refunded":1,"currency":"usd","payment_intent":"pi"}}}`,
 		"dispute bad currency": `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"u$d","payment_intent":"pi"}}}`,
 		"dispute no payment":   `{"id":"e","type":"charge.dispute.created","data":{"object":{"id":"dp","amount":1,"currency":"usd"}}}`,
 		"dispute no id":        `{"id":"e","type":"charge.dispute.created","data":{"object":{"amount":1,"currency":"usd","payment_intent":"pi"}}}`,
@@ -69,4 +71,42 @@ func TestParseReversals(t *testing.T) {
 		{Name: "inquiry closed", Body: `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_2","amount":5,"currency":"eur","charge":"ch_9","status":"warning_closed"}}}`,
 			Reversal: &provider.Reversal{PaymentID: "ch_9", ReversalID: "dp_2", Kind: "dispute", State: "won", Amount: 5, Currency: "eur"}},
 	})
+}
+
+// Issue 28, finding 3: every documented dispute status is mapped, per
+// event; a closing event in an open status, and any status not
+// documented, is refused with its reason (a dispute closed under_review,
+// prevented or charge_refunded once counted as won).
+func TestDisputeStatesEnumerated(t *testing.T) {
+	t.Parallel()
+	body := func(typ, status string) []byte {
+		return []byte(`{"id":"e","type":"` + typ + `","data":{"object":{"id":"dp_1","amount":5,"currency":"usd","charge":"ch_1","payment_intent":"pi_1","status":"` + status + `"}}}`)
+	}
+	refused := ""
+	want := map[string][2]string{ // status: state on created, on closed
+		"warning_needs_response": {"open", refused}, "warning_under_review": {"open", refused},
+		"needs_response": {"open", refused}, "under_review": {"open", refused},
+		"warning_closed": {"won", "won"}, "won": {"won", "won"},
+		"lost": {"lost", "lost"}, "prevented": {"lost", "lost"}, "charge_refunded": {"lost", "lost"},
+		"": {refused, refused}, "accepted": {refused, refused}, "WON": {refused, refused},
+	}
+	for status, states := range want {
+		for i, typ := range []string{stripe.EventDisputeCreated, stripe.EventDisputeClosed} {
+			ev, err := parser.Parse(body(typ, status))
+			if states[i] == refused {
+				require.ErrorIs(t, err, provider.ErrMalformedPayload, "%s %q", typ, status)
+				require.Contains(t, err.Error(), "status", "%s %q", typ, status)
+				continue
+			}
+			require.NoError(t, err, "%s %q", typ, status)
+			require.Equal(t, states[i], ev.Reversal.State, "%s %q", typ, status)
+		}
+	}
+	for _, e := range stripe.States.Events {
+		for status, m := range e.States {
+			if m.State != provider.StateRefused {
+				require.Contains(t, []string{"succeeded", "open", "won", "lost"}, m.State, "%s %q", e.Type, status)
+			}
+		}
+	}
 }
