@@ -56,6 +56,8 @@ type Env struct {
 	funds    *enforcer.Service
 	refunder *refunder
 	held     sync.Map // event id -> true: its job is inserted scheduled, to be stopped
+	// claimer is what billing webhooks redrive runs on.
+	claimer *webhook.Claimer
 }
 
 // NewEnv starts the system for t, wired as cmd/billing wires it: the web
@@ -81,6 +83,7 @@ func NewEnv(t testing.TB) *Env {
 			Logger: testkit.Quiet}))
 		t.Cleanup(e.srvs[i].Close)
 	}
+	e.claimer = webhook.NewClaimer(webhook.Options{Pool: pool, River: web, Providers: intakes, Logger: testkit.Quiet})
 	return e
 }
 
@@ -206,9 +209,36 @@ func (r *run) step(ctx context.Context, i int) error {
 	} else {
 		r.e.held.Delete(ev) // a held event's redelivery is worked
 	}
+	if s.Operator != "" {
+		return r.operate(ctx, r.h.Orders[r.stepOf(s).Order].Provider, ev, s)
+	}
 	r.deliver(ctx, r.h.Orders[r.stepOf(s).Order].Provider, ev, body, s.Copies)
 	if s.Hold != "" {
 		return r.stop(ctx, ev, s.Hold)
+	}
+	return r.await(ctx, ev)
+}
+
+// operate is an operator's answer to a held event (billing webhooks redrive
+// or close), Copies times at once: the claim referees them as it does
+// deliveries.
+func (r *run) operate(ctx context.Context, name, ev string, s Step) error {
+	var wg sync.WaitGroup
+	errs := make([]error, s.Copies)
+	for i := range s.Copies {
+		wg.Go(func() {
+			if s.Operator == OperatorRedrive {
+				_, errs[i] = r.e.claimer.Redrive(ctx, name, ev)
+			} else {
+				_, errs[i] = webhook.Close(ctx, r.e.Pool, name, ev, "sim: closed by an operator")
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", s.Operator, ev, err)
+		}
 	}
 	return r.await(ctx, ev)
 }
@@ -509,11 +539,21 @@ func (r *run) diff(what string, got, want any) {
 // stopped: the event still took effect, through another job of it that
 // ran (its redelivery re-enqueued the work).
 func (r *run) outcomes(ctx context.Context) error {
+	closed := map[int]bool{} // events an operator closed: no job may run them
+	for _, s := range r.h.Steps {
+		if s.Operator == OperatorClose {
+			closed[s.Event] = true
+		}
+	}
 	for _, s := range r.h.Steps {
 		if s.Hold == "" {
 			continue
 		}
 		ev := r.h.EventID(s.Event)
+		if closed[s.Event] {
+			r.requireClosed(ctx, ev)
+			continue
+		}
 		js, err := r.jobs(ctx, ev)
 		if err != nil {
 			return err
@@ -528,6 +568,16 @@ func (r *run) outcomes(ctx context.Context) error {
 		}
 	}
 	return r.everyEventHasAnOutcome(ctx)
+}
+
+// requireClosed: ev, closed by an operator, is recorded refused and no job
+// of it ran.
+func (r *run) requireClosed(ctx context.Context, ev string) {
+	var outcome string
+	err := r.e.Pool.QueryRow(ctx, `SELECT coalesce(outcome, '') FROM webhook_events WHERE event_id = $1`, ev).Scan(&outcome)
+	if err != nil || outcome != "refused" {
+		r.problems = append(r.problems, fmt.Sprintf("event %s closed by an operator: outcome %q (%v), want refused", ev, outcome, err))
+	}
 }
 
 // decidedAtClaim: ev was refused or ignored by its claim, with no job.

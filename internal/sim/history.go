@@ -62,28 +62,30 @@ func Letters() []Letter {
 
 // Ops of a step.
 const (
-	OpPay      = "pay"       // a completed payment of payment Payment of order Order
-	OpUnpaid   = "unpaid"    // Stripe's completed session, not paid yet (moves nothing)
-	OpRefund   = "refund"    // a refund fact's event
-	OpDispute  = "dispute"   // a dispute fact's event (State as the provider says it)
-	OpBad      = "bad"       // a malformed signed refund (Bad says how)
-	OpIgnored  = "ignored"   // an event that moves no money
-	OpGhost    = "ghost"     // a refund of a payment that does not exist
-	OpAgain    = "again"     // event Again delivered again (NewID: under a new event id)
-	OpConvert  = "convert"   // Player converts Amount Mana
-	OpFund     = "fund"      // Player's Marquee funded for a new day
-	OpAdjust   = "adjust"    // operator adjusts Player's Currency by Amount
-	OpForgive  = "forgive"   // operator forgives Player's debt
-	CurMana    = "mana"      // in-app currencies, for OpAdjust
-	CurSparks  = "sparks"    //
-	HoldCancel = "cancel"    // the job is cancelled through River's client
-	HoldDrop   = "discard"   // the job is discarded (as after its last attempt)
-	stripeName = "stripe"    //
-	paddleName = "paddle"    //
-	creemName  = "creem"     //
-	usd        = "usd"       //
-	maxInt64   = 1<<63 - 1   //
-	nearMax    = 1<<63 - 808 //
+	OpPay           = "pay"       // a completed payment of payment Payment of order Order
+	OpUnpaid        = "unpaid"    // Stripe's completed session, not paid yet (moves nothing)
+	OpRefund        = "refund"    // a refund fact's event
+	OpDispute       = "dispute"   // a dispute fact's event (State as the provider says it)
+	OpBad           = "bad"       // a malformed signed refund (Bad says how)
+	OpIgnored       = "ignored"   // an event that moves no money
+	OpGhost         = "ghost"     // a refund of a payment that does not exist
+	OpAgain         = "again"     // event Again delivered again (NewID: under a new event id)
+	OpConvert       = "convert"   // Player converts Amount Mana
+	OpFund          = "fund"      // Player's Marquee funded for a new day
+	OpAdjust        = "adjust"    // operator adjusts Player's Currency by Amount
+	OpForgive       = "forgive"   // operator forgives Player's debt
+	CurMana         = "mana"      // in-app currencies, for OpAdjust
+	CurSparks       = "sparks"    //
+	OperatorRedrive = "redrive"   // billing webhooks redrive
+	OperatorClose   = "close"     // billing webhooks close
+	HoldCancel      = "cancel"    // the job is cancelled through River's client
+	HoldDrop        = "discard"   // the job is discarded (as after its last attempt)
+	stripeName      = "stripe"    //
+	paddleName      = "paddle"    //
+	creemName       = "creem"     //
+	usd             = "usd"       //
+	maxInt64        = 1<<63 - 1   //
+	nearMax         = 1<<63 - 808 //
 )
 
 // Order is one order of a history: its player, provider and price.
@@ -109,11 +111,14 @@ type Step struct {
 	Bad    string // negative, fraction, noid
 	Drain  bool   // OpAdjust: the operator debits the whole balance
 	Hold   string // HoldCancel or HoldDrop: the job is stopped before it runs
-	Again  int    // the step whose event OpAgain delivers again
-	NewID  bool
-	Player int
-	Copies int // deliveries at once, over the two intake servers
-	Burst  int // this step and the next Burst ones are delivered at once
+	// Operator, on the step that follows up a held event: instead of the
+	// provider's redelivery, an operator re-drives it or closes it.
+	Operator string
+	Again    int // the step whose event OpAgain delivers again
+	NewID    bool
+	Player   int
+	Copies   int // deliveries at once, over the two intake servers
+	Burst    int // this step and the next Burst ones are delivered at once
 }
 
 // History is one seeded history.
@@ -149,6 +154,9 @@ func (s Step) String() string {
 		}
 		return out + fmt.Sprintf(" p%d %s %d", s.Player, s.Cur, s.Amount)
 	case OpAgain:
+		if s.Operator != "" {
+			return out + fmt.Sprintf(" ev%d of step %d by operator %s x%d", s.Event, s.Again, s.Operator, s.Copies)
+		}
 		return out + fmt.Sprintf(" ev%d of step %d newid=%v x%d", s.Event, s.Again, s.NewID, s.Copies)
 	}
 	out += fmt.Sprintf(" ev%d o%d pay%d", s.Event, s.Order, s.Pay)
@@ -245,7 +253,8 @@ func (g *gen) redeliverHeld() {
 	i := g.rng.IntN(len(g.held))
 	at := g.held[i]
 	g.held = slices.Delete(g.held, i, i+1)
-	g.add(Step{Op: OpAgain, Class: LHold, Event: g.h.Steps[at].Event, Again: at})
+	op := []string{"", "", OperatorRedrive, OperatorClose}[g.rng.IntN(4)]
+	g.add(Step{Op: OpAgain, Class: LHold, Event: g.h.Steps[at].Event, Again: at, Operator: op})
 }
 
 func (g *gen) order() int { return g.rng.IntN(len(g.h.Orders)) }

@@ -108,9 +108,13 @@ func (m *Model) Step(i int) {
 	case s.Hold != "":
 		m.held[s.Event] = true // claimed, its job stopped: no effect yet
 	case s.Op == OpAgain && !s.NewID:
-		if m.held[s.Event] { // the redelivery re-enqueues the stopped work, once
+		// A redelivery or an operator's redrive re-enqueues the stopped
+		// work, once; an operator's close ends it with no effect.
+		if m.held[s.Event] {
 			delete(m.held, s.Event)
-			m.event(m.h.Steps[s.Again])
+			if s.Operator != "close" {
+				m.event(m.h.Steps[s.Again])
+			}
 		}
 	case s.Op == OpAgain:
 		m.event(m.h.Steps[s.Again])

@@ -121,12 +121,14 @@ func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 	t.Parallel()
 	seen := map[sim.Letter]bool{}
 	var recovered int64
+	operators := map[string]bool{}
 	for seed := uint64(1); seed <= fixedSeeds; seed++ {
 		h := sim.Generate(seed, nil)
 		m := sim.NewModel(h)
 		for i, s := range h.Steps {
 			m.Step(i)
 			seen[s.Class] = true
+			operators[s.Operator] = true
 			seen[sim.LAlias] = seen[sim.LAlias] || (s.Op == sim.OpPay && !s.Alias)
 		}
 		recovered += m.Recovered
@@ -135,4 +137,7 @@ func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 		require.True(t, seen[l], "no history of the fixed seeds has a step of class %s", l)
 	}
 	require.Positive(t, recovered, "no fixed history gives Mana back after a forgiveness")
+	for _, op := range []string{sim.OperatorRedrive, sim.OperatorClose} {
+		require.True(t, operators[op], "no fixed history has an operator's %s of a held event", op)
+	}
 }
