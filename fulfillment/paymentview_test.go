@@ -53,7 +53,7 @@ func TestPaymentViewsDoubleChargeRefundsAndDispute(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{fulfillment.PaymentPartiallyRefunded, fulfillment.PaymentRefunded}, shown(views))
 	require.Equal(t, int64(999), views[1].RefundedAmount, "capped at what it paid, without overflow")
-	require.Equal(t, fulfillment.PaymentUnapplied, views[1].Payment.Status, "the stored status is what billing did")
+	require.Equal(t, fulfillment.PaymentRefunded, views[1].Payment.Status, "refunded in full by the provider: recorded refunded, nothing asked of the refund API")
 	unapplied, err = fulfillment.PaymentViews(ctx, e.pool, fulfillment.PaymentViewParams{UnappliedOnly: true})
 	require.NoError(t, err)
 	require.Empty(t, unapplied, "refunded by the provider: nothing left to refund")

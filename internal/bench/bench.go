@@ -128,8 +128,12 @@ func All() []*Benchmark {
 type Op func(ctx context.Context, client int, seq int64) error
 
 // Load runs op from clients goroutines for d (closed loop: each client
-// starts its next op when the previous one returns) and measures it.
+// starts its next op when the previous one returns) and measures it. Each
+// client's first op runs to its end whatever d, so a load whose ops are
+// slower than d (a busy machine, a short test run) still measures one op
+// per client instead of none.
 func Load(ctx context.Context, name string, clients int, d time.Duration, op Op) *Report {
+	first := ctx
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var errs atomic.Int64
@@ -140,10 +144,14 @@ func Load(ctx context.Context, name string, clients int, d time.Duration, op Op)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for seq := int64(0); ctx.Err() == nil; seq++ {
+			for seq := int64(0); seq == 0 || ctx.Err() == nil; seq++ {
+				opCtx := ctx
+				if seq == 0 {
+					opCtx = first
+				}
 				t0 := time.Now()
-				err := op(ctx, c, seq)
-				if ctx.Err() != nil {
+				err := op(opCtx, c, seq)
+				if opCtx.Err() != nil {
 					return // cut off by the deadline: neither a success nor an error
 				}
 				if err != nil {
