@@ -749,8 +749,12 @@ func (h *hostileEnv) cases() []hostileCase {
 	)
 	for _, p := range hostileProviders {
 		for name, amount := range map[string]string{"negative": "-999", "overflowing": "9223372036854775808", "1e400": "1e400", "fractional": "999.5"} {
-			add(hostileCase{name: "amount/webhook " + p + " " + name, status: 400, code: "malformed_payload",
-				req: h.signed(p, paidEventRaw(p, "evt_amount_"+name, h.alice.order, amount, "usd"))})
+			// Signed and JSON: claimed and refused with its reason, moving
+			// nothing (invariant 11), never a 400 the provider retries.
+			body := paidEventRaw(p, "evt_amount_"+name, h.alice.order, amount, "usd")
+			add(hostileCase{name: "amount/webhook " + p + " " + name, status: 200, req: h.signed(p, body),
+				legit: "a signed event is refused as data, with its reason", effect: map[string]int{"webhook_events": 1},
+				check: requireWebhookRefused(p, "evt_amount_"+name, body)})
 		}
 	}
 
