@@ -34,7 +34,7 @@ func TestParseRefusesObjectsNotEnvelopes(t *testing.T) {
 	}{
 		{"negative amount_refunded", `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch","amount_refunded":-1,"currency":"usd","payment_intent":"pi_1"}}}`,
 			"non-negative amount", "pi_1", s},
-		{"dispute without id", `{"id":"e","type":"charge.dispute.created","data":{"object":{"amount":1,"currency":"usd","payment_intent":"pi_1"}}}`,
+		{"dispute without id", `{"id":"e","type":"charge.dispute.created","data":{"object":{"amount":1,"currency":"usd","payment_intent":"pi_1","status":"needs_response"}}}`,
 			"dispute id", "pi_1", s},
 		{"case variant of a member in the object", `{"id":"e","type":"charge.refunded","data":{"object":{"ID":"ch2","id":"ch","amount_refunded":1,"currency":"usd","payment_intent":"pi_1"}}}`,
 			"malformed", "", s},
