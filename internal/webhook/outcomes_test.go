@@ -193,7 +193,7 @@ func TestUnappliableEventIsRefusedOutcome(t *testing.T) {
 		{"stripe", "evt_neg_refund", "non-negative amount", paymentID, []byte(`{"id":"evt_neg_refund","type":"charge.refunded",` +
 			`"data":{"object":{"id":"ch_1","amount_refunded":-999,"currency":"usd","payment_intent":"` + paymentID + `"}}}`)},
 		{"stripe", "evt_dispute_no_id", "dispute id", paymentID, []byte(`{"id":"evt_dispute_no_id","type":"charge.dispute.created",` +
-			`"data":{"object":{"amount":999,"currency":"usd","payment_intent":"` + paymentID + `"}}}`)},
+			`"data":{"object":{"amount":999,"currency":"usd","status":"needs_response","payment_intent":"` + paymentID + `"}}}`)},
 		{"paddle", "evt_paddle_total", "not an integer", txn, paddleBad},
 		{"stripe", "evt_no_order", "order id", "", []byte(`{"id":"evt_no_order","type":"checkout.session.completed",` +
 			`"data":{"object":{"amount_total":999,"currency":"usd","payment_status":"paid","metadata":{"order_id":"abc"}}}}`)},
