@@ -118,7 +118,7 @@ func TestOperatorPageInBrowser(t *testing.T) {
 	screenshot(t, bctx, "timeline-double-charge.png")
 
 	player := pageText(t, bctx, fmt.Sprintf("%s/timeline/player/%d", base, h.player), "owes")
-	for _, want := range []string{"4 orders: 1 paid twice, 3 paid once.", "owes 400 Mana",
+	for _, want := range []string{"4 orders: 1 paid twice, 1 paid once and refunded in part, 1 paid once, 1 paid once and refunded.", "owes 400 Mana",
 		"Refund charge:ch_tl_refunded of payment cs_test_order_", "stands at 5.00 USD, succeeded",
 		"Dispute chargeback:txn_order_", "stands at 9.99 USD, won", "Operator adjustment -2899 Mana: spent on a Marquee",
 		"Debt opened: 400 Mana lent from receivable"} {

@@ -13,6 +13,7 @@ import (
 	"github.com/fibe-dev/billing/internal/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/timeline"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // What nothing is known about is ErrNotFound, naming what was asked.
@@ -133,22 +134,32 @@ func TestPlayerSince(t *testing.T) {
 		require.False(t, l.At.Before(since), "%s is before --since", l.Text)
 	}
 	require.Contains(t, tl.Verdict, fmt.Sprintf("Player %d (buyer) holds 1000 Mana.", e.player))
-	require.Contains(t, tl.Verdict, "2 orders since "+since.UTC().Format("2006-01-02 15:04")+" UTC: 2 paid once.")
+	require.Contains(t, tl.Verdict, "2 orders since "+since.UTC().Format("2006-01-02 15:04")+" UTC: 1 paid once and refunded, 1 paid once.",
+		"the counts say what went back, not only how often each order was paid")
 	require.Equal(t, since.UTC(), *tl.Subject.Since)
 }
 
-// An id no text column can hold (NUL, invalid UTF-8) is ErrInvalidID,
-// refused before any query: not a database error, not "not found".
-func TestInvalidID(t *testing.T) {
+// The player's verdict after two orders refunded in full and a forgiven
+// debt says so, where it once read "2 paid once".
+func TestPlayerVerdictTellsRefundsAndForgiveness(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, "")
-	for _, c := range []struct{ provider, id string }{
-		{"stripe", "\xff"}, {"stripe", "pi_\x00"}, {"stripe", "\x00"}, {"str\xffipe", "pi_1"}, {"stripe\x00", "pi_1"},
-	} {
-		_, err := timeline.Payment(ctx, e.pool, c.provider, c.id)
-		require.ErrorIs(t, err, timeline.ErrInvalidID, "%q %q", c.provider, c.id)
-		require.NotErrorIs(t, err, timeline.ErrNotFound)
-		require.ErrorContains(t, err, "must be valid UTF-8 without NUL")
-	}
+	ws := wallet.New(e.pool, wallet.Options{SparksPerMana: 100})
+	a, b := e.open(provider.Stripe, ""), e.open(provider.Stripe, "")
+	require.Equal(t, "completed", e.pay(a, "evt_pay_a"))
+	require.Equal(t, "completed", e.pay(b, "evt_pay_b"))
+	_, err := ws.Adjust(ctx, wallet.AdjustParams{PlayerID: e.player, Currency: wallet.Mana, Amount: -1500,
+		Reason: "spent in a test", Key: "spend-1"})
+	require.NoError(t, err)
+	require.Equal(t, "completed", e.reverse(a, "evt_refund_a", "ch_a", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
+	require.Equal(t, "completed", e.reverse(b, "evt_refund_b", "ch_b", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
+	_, err = ws.ForgiveDebt(ctx, e.player, "ticket-7", "goodwill")
+	require.NoError(t, err)
+	e.requireClean()
+	tl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	require.NoError(t, err)
+	require.Contains(t, tl.Verdict, "2 orders: 2 paid once and refunded.")
+	require.Contains(t, tl.Verdict, "1500 Mana of debt forgiven by an operator (1 write-off).")
+	require.NotContains(t, tl.Verdict, "2 paid once.")
 }

@@ -200,6 +200,7 @@ func (h *history) playerVerdict(p *playerRow, since time.Time) verdict {
 	}
 	v.add(s + ".")
 	v.add(h.orderCounts(since))
+	v.add(h.forgivenSentence())
 	for _, o := range h.orders {
 		if ov := h.orderVerdict(o); ov.attention {
 			v.add(fmt.Sprintf("Order %d: %s", o.ID, ov.text()))
@@ -212,7 +213,35 @@ func (h *history) playerVerdict(p *playerRow, since time.Time) verdict {
 	return v
 }
 
-// orderCounts counts the orders by their verdict's headline.
+// moneyBack is what went back of an order's money, for the player's
+// counts: "paid once" alone would hide two orders refunded in full.
+func moneyBack(o *orderRow) string {
+	switch {
+	case o.Disputed:
+		return " and disputed"
+	case o.RefundedAmount > 0 && o.RefundedAmount >= o.Amount:
+		return " and refunded"
+	case o.RefundedAmount > 0:
+		return " and refunded in part"
+	}
+	return ""
+}
+
+// forgivenSentence says how much of the player's debt an operator
+// forgave in this history, or "".
+func (h *history) forgivenSentence() string {
+	if h.debt == nil || len(h.debt.Forgiven) == 0 {
+		return ""
+	}
+	var mana int64
+	for _, f := range h.debt.Forgiven {
+		mana += f.Mana
+	}
+	return fmt.Sprintf("%s of debt forgiven by an operator (%s).", units(mana, "mana"), plural(len(h.debt.Forgiven), "write-off"))
+}
+
+// orderCounts counts the orders by their verdict's headline and what went
+// back of their money.
 func (h *history) orderCounts(since time.Time) string {
 	if len(h.orders) == 0 {
 		return ""
@@ -220,7 +249,7 @@ func (h *history) orderCounts(since time.Time) string {
 	counts := map[string]int{}
 	var order []string
 	for _, o := range h.orders {
-		hl := h.orderVerdict(o).headline
+		hl := h.orderVerdict(o).headline + moneyBack(o)
 		if counts[hl] == 0 {
 			order = append(order, hl)
 		}
