@@ -38,7 +38,9 @@ func (p listed) name() string {
 
 // test reports whether p is a test build (its test binary or a package
 // rebuilt for it).
-func (p listed) test() bool { return strings.Contains(p.ImportPath, " [") || strings.HasSuffix(p.ImportPath, ".test") }
+func (p listed) test() bool {
+	return strings.Contains(p.ImportPath, " [") || strings.HasSuffix(p.ImportPath, ".test")
+}
 
 // dependsOn reports whether p, or its tests, depend on a package at or
 // below prefix.
