@@ -48,7 +48,7 @@ func (e *env) postCheckout(p player, key, body string) (int, http.Header, map[st
 // checkoutUntilDone retries like a client: on 409 (in flight) and 503
 // (provider down), with the same key, until another answer or the deadline.
 func (e *env) checkoutUntilDone(p player, key, body string) (int, map[string]any, error) {
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitDeadline)
 	for {
 		status, _, out, err := e.postCheckout(p, key, body)
 		if err != nil || (status != http.StatusConflict && status != http.StatusServiceUnavailable) || time.Now().After(deadline) {

@@ -78,7 +78,7 @@ func TestSDKOrderShowsRefunds(t *testing.T) {
 		require.NoError(t, res.Body.Close())
 	}
 	waitOrder := func(want string) *fibe.Order {
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(waitDeadline)
 		for {
 			got, err := sdk.Orders.Get(ctx, o.ID)
 			require.NoError(t, err)

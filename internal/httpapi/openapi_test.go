@@ -368,7 +368,7 @@ func (c *conformance) waitSucceeded(p player, id string) {
 // until it reports true, for at most 15 s.
 func (c *conformance) poll(what string, done func() bool) {
 	c.t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !done(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(waitDeadline); !done(); time.Sleep(50 * time.Millisecond) {
 		require.False(c.t, time.Now().After(deadline), "timed out waiting until %s", what)
 	}
 }
@@ -498,3 +498,8 @@ func TestOpenAPIMethodNotAllowed(t *testing.T) {
 		}
 	}
 }
+
+// waitDeadline bounds each wait on a condition (a server listening, a job
+// finished): a second on an idle machine, far more at load 20 on two
+// cores, so generous; a failing wait still ends with its message.
+const waitDeadline = 2 * time.Minute

@@ -128,7 +128,7 @@ func (e *env) deliverAndWait(provider, eventID string, body []byte) string {
 // waitJob waits until the job of eventID is finalized and returns its state.
 func (e *env) waitJob(eventID string) string {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitDeadline)
 	for {
 		var state string
 		err := e.pool.QueryRow(context.Background(), `SELECT state::text FROM river_job WHERE args->>'event_id' = $1`, eventID).
@@ -230,3 +230,8 @@ func walletLine(t *testing.T, tl *timeline.Timeline, key string, amount, balance
 	require.Contains(t, l.Text, fmt.Sprintf("wallet balance after: %d", balanceAfter))
 	return l
 }
+
+// waitDeadline bounds each wait on a condition (a server listening, a job
+// finished): a second on an idle machine, far more at load 20 on two
+// cores, so generous; a failing wait still ends with its message.
+const waitDeadline = 2 * time.Minute
