@@ -163,3 +163,19 @@ func TestPlayerVerdictTellsRefundsAndForgiveness(t *testing.T) {
 	require.Contains(t, tl.Verdict, "1500 Mana of debt forgiven by an operator (1 write-off).")
 	require.NotContains(t, tl.Verdict, "2 paid once.")
 }
+
+// An id no text column can hold (NUL, invalid UTF-8) is ErrInvalidID,
+// refused before any query: not a database error, not "not found".
+func TestInvalidID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, "")
+	for _, c := range []struct{ provider, id string }{
+		{"stripe", "\xff"}, {"stripe", "pi_\x00"}, {"stripe", "\x00"}, {"str\xffipe", "pi_1"}, {"stripe\x00", "pi_1"},
+	} {
+		_, err := timeline.Payment(ctx, e.pool, c.provider, c.id)
+		require.ErrorIs(t, err, timeline.ErrInvalidID, "%q %q", c.provider, c.id)
+		require.NotErrorIs(t, err, timeline.ErrNotFound)
+		require.ErrorContains(t, err, "must be valid UTF-8 without NUL")
+	}
+}
