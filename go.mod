@@ -4,8 +4,6 @@ go 1.26.8
 
 require (
 	github.com/PaddleHQ/paddle-go-sdk/v4 v4.1.0
-	github.com/chromedp/cdproto v0.159.0
-	github.com/chromedp/chromedp v0.23.0
 	github.com/fergusstrange/embedded-postgres v1.34.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/proctest"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 )
 
 // RedoclyVersion is the Redocly CLI release .ci/run installs.

@@ -36,7 +36,7 @@
 //     the refused ones unfunded, except a Marquee still inside a paid day,
 //     which stays funded;
 //  5. complete the batch's River jobs with their results as output
-//     (internal/rivercomplete), and COMMIT.
+//     (internal/platform/rivercomplete), and COMMIT.
 //
 // A retry after a crash anywhere in between finds nothing committed or
 // finds the day paid; the wallet key makes a second debit impossible. A

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/internal/durable"
-	"github.com/fibe-dev/billing/internal/rivercomplete"
+	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
 )
 

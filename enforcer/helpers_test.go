@@ -18,11 +18,11 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/fibe-dev/billing/enforcer"
-	"github.com/fibe-dev/billing/internal/audit"
-	"github.com/fibe-dev/billing/internal/audit/audittest"
-	"github.com/fibe-dev/billing/internal/rivercomplete"
-	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/internal/testkit"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testkit"
+	"github.com/fibe-dev/billing/internal/ops/audit"
+	"github.com/fibe-dev/billing/internal/ops/audit/audittest"
+	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fibe-dev/billing/internal/dbtx"
-	"github.com/fibe-dev/billing/internal/names"
+	"github.com/fibe-dev/billing/internal/domain/names"
+	"github.com/fibe-dev/billing/internal/platform/dbtx"
 )
 
 // DB is a pool, a connection or a transaction (the one DB interface).

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/durable"
-	"github.com/fibe-dev/billing/internal/durable/durabletest"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/platform/durable/durabletest"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -11,11 +11,11 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/audit"
-	"github.com/fibe-dev/billing/internal/audit/audittest"
-	"github.com/fibe-dev/billing/internal/players"
-	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/internal/testkit"
+	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testkit"
+	"github.com/fibe-dev/billing/internal/ops/audit"
+	"github.com/fibe-dev/billing/internal/ops/audit/audittest"
 	"github.com/fibe-dev/billing/wallet"
 )
 

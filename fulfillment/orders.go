@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/dbtx"
 	"github.com/fibe-dev/billing/internal/provider"
 )
 

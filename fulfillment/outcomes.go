@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fibe-dev/billing/internal/durable"
-	"github.com/fibe-dev/billing/internal/outcome"
+	"github.com/fibe-dev/billing/internal/payments/outcome"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
 // Invariant 11: every claimed event ends in one recorded outcome, written

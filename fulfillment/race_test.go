@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 )
 
 // payAll claims an event row and inserts the job of each of args in one

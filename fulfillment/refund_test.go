@@ -21,11 +21,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/kit/stripemock"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
-	"github.com/fibe-dev/billing/internal/stripemock"
-	"github.com/fibe-dev/billing/internal/testdb"
 )
 
 // stripeMockBin finds stripe-mock; without it the test is skipped, unless

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/riverqueue/river"
 
-	"github.com/fibe-dev/billing/internal/durable"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/wallet"
 )

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/fibe-dev/billing/internal/durable"
-	"github.com/fibe-dev/billing/internal/outcome"
+	"github.com/fibe-dev/billing/internal/payments/outcome"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/telemetry"
+	"github.com/fibe-dev/billing/internal/platform/telemetry"
 )
 
 // Queue names. Money paths get their own queues so a flood of one kind of

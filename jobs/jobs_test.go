@@ -15,9 +15,9 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/idempotency"
-	"github.com/fibe-dev/billing/internal/playground"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/domain/playground"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/web/idempotency"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

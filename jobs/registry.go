@@ -10,10 +10,10 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/idempotency"
-	"github.com/fibe-dev/billing/internal/playground"
+	"github.com/fibe-dev/billing/internal/domain/playground"
+	"github.com/fibe-dev/billing/internal/payments/reconcile"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/reconcile"
+	"github.com/fibe-dev/billing/internal/web/idempotency"
 	"github.com/fibe-dev/billing/wallet"
 )
 

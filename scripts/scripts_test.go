@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/proctest"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 )
 
 // TestSkipFixture is run by TestScriptReportsSkippedTools through

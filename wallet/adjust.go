@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fibe-dev/billing/internal/durable"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
 // AdjustParams describe an operator's manual correction.

@@ -26,8 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/fibe-dev/billing/internal/dbtx"
-	"github.com/fibe-dev/billing/internal/durable"
+	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
 var debtsOpened = promauto.NewCounter(prometheus.CounterOpts{

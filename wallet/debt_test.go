@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/audit"
-	"github.com/fibe-dev/billing/internal/audit/audittest"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/ops/audit"
+	"github.com/fibe-dev/billing/internal/ops/audit/audittest"
 	"github.com/fibe-dev/billing/wallet"
 )
 

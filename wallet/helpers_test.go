@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/fibe-dev/billing/internal/audit"
-	"github.com/fibe-dev/billing/internal/audit/audittest"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/ops/audit"
+	"github.com/fibe-dev/billing/internal/ops/audit/audittest"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fibe-dev/billing/internal/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/dbtx"
 )
 
 // Post applies p on its own: the post, its key check included, is one

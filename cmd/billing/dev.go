@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/internal/instancelock"
-	"github.com/fibe-dev/billing/internal/pglocal"
+	"github.com/fibe-dev/billing/internal/dev/pglocal"
+	"github.com/fibe-dev/billing/internal/platform/instancelock"
 	"github.com/fibe-dev/billing/migrations"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/internal/devcheckout"
+	"github.com/fibe-dev/billing/internal/dev/devcheckout"
 )
 
 // modulePath is this repository's Go module, which the SDK snippet requires.

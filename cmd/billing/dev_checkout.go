@@ -4,10 +4,10 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/fibe-dev/billing/internal/checkout"
-	"github.com/fibe-dev/billing/internal/devcheckout"
-	"github.com/fibe-dev/billing/internal/httpapi"
+	"github.com/fibe-dev/billing/internal/dev/devcheckout"
+	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/web/httpapi"
 )
 
 // withDevCheckout is opts with `billing dev`'s simulated checkout: a

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/internal/formation"
+	"github.com/fibe-dev/billing/internal/dev/formation"
 )
 
 // devFormation is what `billing dev --ha` runs on: a pg_auto_failover

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/formation"
-	"github.com/fibe-dev/billing/internal/proctest"
+	"github.com/fibe-dev/billing/internal/dev/formation"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 )
 
 // haDeadline bounds each wait of TestDevHA: a formation starts in about

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/proctest"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 )
 
 // TestDevSeedPrintsWorkingExamples starts `billing dev`, then runs every

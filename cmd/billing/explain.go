@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/timeline"
 )
 
 func newExplainCmd() *cobra.Command {

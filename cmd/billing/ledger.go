@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/internal/audit"
-	"github.com/fibe-dev/billing/internal/safetext"
+	"github.com/fibe-dev/billing/internal/ops/audit"
+	"github.com/fibe-dev/billing/internal/platform/safetext"
 	"github.com/fibe-dev/billing/wallet"
 )
 

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fibe-dev/billing/internal/safetext"
-	"github.com/fibe-dev/billing/internal/telemetry"
+	"github.com/fibe-dev/billing/internal/platform/safetext"
+	"github.com/fibe-dev/billing/internal/platform/telemetry"
 )
 
 func main() {

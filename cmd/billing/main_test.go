@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/procs"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/dev/procs"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 )
 
 // binPath is the billing binary built once for the process-level tests.
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	testdb.Main(m)
 }
 
-// proc is a billing process under test (internal/procs), its output kept.
+// proc is a billing process under test (internal/dev/procs), its output kept.
 type proc struct {
 	*procs.Proc
 	out *procs.TailBuffer

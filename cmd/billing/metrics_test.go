@@ -21,11 +21,11 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
+	"github.com/fibe-dev/billing/internal/kit/providerfake"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/providerfake"
-	"github.com/fibe-dev/billing/internal/testdb"
-	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/jobs"
 )
 

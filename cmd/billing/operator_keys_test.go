@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/audit"
-	"github.com/fibe-dev/billing/internal/audit/audittest"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/ops/audit"
+	"github.com/fibe-dev/billing/internal/ops/audit/audittest"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/testdb"
 	"github.com/fibe-dev/billing/migrations"
 	"github.com/fibe-dev/billing/wallet"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/internal/safetext"
+	"github.com/fibe-dev/billing/internal/platform/safetext"
 )
 
 // withPool loads the configuration, opens a small pool and runs f: the

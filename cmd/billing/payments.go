@@ -11,7 +11,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/durable"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
 func newPaymentsCmd() *cobra.Command {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
+	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/testkit"
 )
 
 // payments list shows a payment as the API does (fulfillment.PaymentView):

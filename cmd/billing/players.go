@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/internal/durable"
-	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
 func newPlayersCmd() *cobra.Command {

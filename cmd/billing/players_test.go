@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/players"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 )
 
 func TestPlayersCreate(t *testing.T) {

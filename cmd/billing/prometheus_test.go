@@ -19,10 +19,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/devwebhook"
-	"github.com/fibe-dev/billing/internal/proctest"
-	"github.com/fibe-dev/billing/internal/stripemock"
-	"github.com/fibe-dev/billing/internal/testdb"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
+	"github.com/fibe-dev/billing/internal/kit/stripemock"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 )
 
 // prometheusBin is Debian's prometheus package's server.

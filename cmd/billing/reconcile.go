@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fibe-dev/billing/internal/payments/reconcile"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/reconcile"
 	"github.com/fibe-dev/billing/jobs"
 )
 

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/devwebhook"
-	"github.com/fibe-dev/billing/internal/players"
-	"github.com/fibe-dev/billing/internal/providerfake"
-	"github.com/fibe-dev/billing/internal/reconcile"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
+	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/kit/providerfake"
+	"github.com/fibe-dev/billing/internal/payments/reconcile"
 )
 
 // TestReconcileCommand runs `billing reconcile` against a provider fake

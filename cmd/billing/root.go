@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
-	"github.com/fibe-dev/billing/internal/durable"
-	"github.com/fibe-dev/billing/internal/telemetry"
+	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/platform/telemetry"
 )
 
 func newRootCmd() *cobra.Command {
@@ -33,10 +33,8 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newWebCmd(),
 		newWorkerCmd(),
 		newDevCmd(),
-		newBenchCmd(),
 		newLedgerCmd(),
 		newEnforceCmd(),
-		newChaosCmd(),
 		newPlayersCmd(),
 		newReconcileCmd(),
 		newPaymentsCmd(),
@@ -58,7 +56,7 @@ func loadConfig(cmd *cobra.Command, requireDB bool) (*config.Config, error) {
 // newLogger logs JSON when stderr is not a terminal (production, CI), text
 // on a terminal, unless log_format says otherwise. Both are safe for what
 // a provider chose: JSON escapes control characters, and slog's text
-// handler quotes any value holding one (internal/telemetry's tests hold it
+// handler quotes any value holding one (internal/platform/telemetry's tests hold it
 // to that).
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	format := cfg.LogFormat
@@ -74,7 +72,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	if format == "text" {
 		h = telemetry.LogHandler(slog.NewTextHandler(w, nil))
 	}
-	// The database's own events (internal/durable) log through the default.
+	// The database's own events (internal/platform/durable) log through the default.
 	slog.SetDefault(slog.New(h))
 	return slog.New(h)
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/players"
+	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/wallet"
 )
 

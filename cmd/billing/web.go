@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/enforcer"
-	"github.com/fibe-dev/billing/internal/httpapi"
-	"github.com/fibe-dev/billing/internal/telemetry"
+	"github.com/fibe-dev/billing/internal/platform/telemetry"
+	"github.com/fibe-dev/billing/internal/web/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/webhook"
 	"github.com/fibe-dev/billing/jobs"
 )
 

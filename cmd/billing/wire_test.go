@@ -10,10 +10,10 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/devcheckout"
-	"github.com/fibe-dev/billing/internal/httpapi"
+	"github.com/fibe-dev/billing/internal/dev/devcheckout"
+	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/internal/rivercomplete"
+	"github.com/fibe-dev/billing/internal/web/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/fibe-dev/billing/internal/httpapi"
+	"github.com/fibe-dev/billing/internal/web/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/testkit"
+	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/wallet"
 )
 

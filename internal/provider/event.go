@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/fibe-dev/billing/internal/strictjson"
+	"github.com/fibe-dev/billing/internal/web/strictjson"
 )
 
 // ErrMalformedPayload is returned for a body a driver cannot read: not

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fibe-dev/billing/internal/hmacsig"
+	"github.com/fibe-dev/billing/internal/platform/hmacsig"
 )
 
 // Signature errors. The intake answers each with a 400 and a stable code.

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
-	"github.com/fibe-dev/billing/internal/providerfake"
 )
 
 func TestCheckout(t *testing.T) {

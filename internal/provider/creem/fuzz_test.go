@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/devwebhook"
-	"github.com/fibe-dev/billing/internal/hmacsig"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
+	"github.com/fibe-dev/billing/internal/platform/hmacsig"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem"
 	"github.com/fibe-dev/billing/internal/provider/providertest"

@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
-	"github.com/fibe-dev/billing/internal/providerfake"
 )
 
 func TestCheckoutTransaction(t *testing.T) {

@@ -3,7 +3,7 @@ package paddle_test
 import (
 	"testing"
 
-	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
 	"github.com/fibe-dev/billing/internal/provider/providertest"

@@ -11,7 +11,7 @@ import (
 	paddleapi "github.com/PaddleHQ/paddle-go-sdk/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
 	"github.com/fibe-dev/billing/internal/provider/providertest"

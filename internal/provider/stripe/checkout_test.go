@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/kit/providerfake"
+	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
-	"github.com/fibe-dev/billing/internal/providerfake"
-	"github.com/fibe-dev/billing/internal/stripemock"
 )
 
 // recorder is an http.RoundTripper that keeps every request's headers.

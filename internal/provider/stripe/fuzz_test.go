@@ -3,7 +3,7 @@ package stripe_test
 import (
 	"testing"
 
-	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 	"github.com/fibe-dev/billing/internal/provider/stripe"

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
-	"github.com/fibe-dev/billing/internal/stripemock"
 )
 
 // TestListAgainstStripeMock validates our Events API request (types

@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
-	"github.com/fibe-dev/billing/internal/stripemock"
 )
 
 // Stripe cannot refund a Checkout Session id (a payment without a

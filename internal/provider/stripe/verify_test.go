@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fibe-dev/billing/internal/devwebhook"
+	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 	"github.com/fibe-dev/billing/internal/provider/stripe"

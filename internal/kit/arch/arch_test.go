@@ -1,0 +1,427 @@
+package arch_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/fibe-dev/billing"
+
+// listed is what `go list -deps -test -json` says of one package.
+type listed struct {
+	ImportPath   string
+	Deps         []string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// name is the package p is, or is a test build of.
+func (p listed) name() string {
+	name, _, _ := strings.Cut(p.ImportPath, " ") // "pkg [pkg.test]" for a test build
+	return strings.TrimSuffix(strings.TrimSuffix(name, ".test"), "_test")
+}
+
+// test reports whether p is a test build (its test binary or a package
+// rebuilt for it).
+func (p listed) test() bool {
+	return strings.Contains(p.ImportPath, " [") || strings.HasSuffix(p.ImportPath, ".test")
+}
+
+// dependsOn reports whether p, or its tests, depend on a package at or
+// below prefix.
+func (p listed) dependsOn(prefix string) (string, bool) {
+	for _, deps := range [][]string{p.Deps, p.Imports, p.TestImports, p.XTestImports} {
+		for _, d := range deps {
+			if d == prefix || strings.HasPrefix(d, prefix+"/") {
+				return d, true
+			}
+		}
+	}
+	return "", false
+}
+
+var (
+	listOnce sync.Once
+	listAll  []listed
+	listErr  error
+)
+
+// packages lists every package of the module, its test builds too, with
+// their dependencies: one go list for every rule.
+func packages(t *testing.T) []listed {
+	t.Helper()
+	listOnce.Do(func() {
+		cmd := exec.Command("go", "list", "-deps", "-test", "-json=ImportPath,Deps,Imports,TestImports,XTestImports", module+"/...")
+		var out []byte
+		if out, listErr = cmd.Output(); listErr != nil {
+			return
+		}
+		for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
+			var p listed
+			if listErr = dec.Decode(&p); listErr != nil {
+				return
+			}
+			listAll = append(listAll, p)
+		}
+	})
+	require.NoError(t, listErr)
+	require.Greater(t, len(listAll), 40, "go list answered for the module's packages")
+	return listAll
+}
+
+// find returns the non-test build of the module's package rel.
+func find(t *testing.T, rel string) listed {
+	t.Helper()
+	for _, p := range packages(t) {
+		if p.ImportPath == module+"/"+rel {
+			return p
+		}
+	}
+	t.Fatalf("go list did not answer for %s", rel)
+	return listed{}
+}
+
+// TestOnlyCmdImportsConfig: cmd/billing is the one composition root. No
+// package below cmd, nor its tests, depends on config; they take their own
+// Options, which cmd/billing builds from the configuration (decision 0011).
+func TestOnlyCmdImportsConfig(t *testing.T) {
+	t.Parallel()
+	for _, p := range packages(t) {
+		name := p.name()
+		if !strings.HasPrefix(name, module) || name == module+"/config" || strings.HasPrefix(name, module+"/cmd/") {
+			continue
+		}
+		_, bad := p.dependsOn(module + "/config")
+		require.False(t, bad, "%s depends on config", p.ImportPath)
+	}
+}
+
+// TestServiceLinksNoLab: the lab (benches, chaos and failover runs) is a
+// module of its own that the service never requires, and the service's
+// binary links no test kit: no fake provider, no test database, no stripe-mock
+// (decision 0014).
+func TestServiceLinksNoLab(t *testing.T) {
+	t.Parallel()
+	for _, p := range packages(t) {
+		for _, d := range append(slices.Clone(p.Deps), p.ImportPath) {
+			require.False(t, strings.HasPrefix(d, module+"/lab"), "%s depends on the lab package %s", p.ImportPath, d)
+		}
+	}
+	for _, d := range find(t, "cmd/billing").Deps {
+		require.False(t, strings.HasPrefix(d, module+"/internal/kit/"), "the billing binary links the test kit's %s", d)
+	}
+}
+
+// TestConfigImportsNoDomainPackage: config parses into plain values; it
+// depends on no package of this module.
+func TestConfigImportsNoDomainPackage(t *testing.T) {
+	t.Parallel()
+	for _, d := range find(t, "config").Deps {
+		require.False(t, strings.HasPrefix(d, module+"/"), "config depends on %s", d)
+	}
+}
+
+// TestConsumersKnowNoProvider: what Stripe, Paddle and Creem are lives in
+// their driver packages only. The packages that verify, open, list and
+// refund through drivers (and the money package above all) import no
+// driver and no provider SDK (decision 0010).
+func TestConsumersKnowNoProvider(t *testing.T) {
+	t.Parallel()
+	forbidden := []string{"github.com/stripe/stripe-go", "github.com/PaddleHQ/paddle-go-sdk",
+		module + "/internal/provider/stripe", module + "/internal/provider/paddle", module + "/internal/provider/creem",
+		module + "/internal/provider/drivers"}
+	for _, rel := range []string{"fulfillment", "internal/payments/webhook", "internal/payments/checkout", "internal/payments/reconcile",
+		"internal/web/httpapi", "jobs", "config"} {
+		p := find(t, rel)
+		for _, d := range p.Deps {
+			for _, f := range forbidden {
+				require.False(t, strings.HasPrefix(d, f), "%s depends on %s", rel, d)
+			}
+		}
+	}
+}
+
+// TestProductionPathsKnowNoDevFixtures: the intake, the HTTP API and the
+// provider drivers (the production paths a provider's delivery takes) do
+// not depend on the development fixtures; only billing dev and tests may.
+func TestProductionPathsKnowNoDevFixtures(t *testing.T) {
+	t.Parallel()
+	for _, rel := range []string{"internal/payments/webhook", "internal/web/httpapi", "internal/provider/drivers"} {
+		require.NotContains(t, find(t, rel).Deps, module+"/internal/dev/devwebhook", "%s imports devwebhook", rel)
+	}
+}
+
+// TestNothingImportsTheSimulator: the simulator attacks billing from
+// outside; no package's non-test build depends on it.
+func TestNothingImportsTheSimulator(t *testing.T) {
+	t.Parallel()
+	for _, p := range packages(t) {
+		if p.test() || strings.HasPrefix(p.ImportPath, module+"/internal/payments/sim") {
+			continue
+		}
+		for _, d := range p.Deps {
+			require.False(t, strings.HasPrefix(d, module+"/internal/payments/sim"), "%s depends on %s", p.ImportPath, d)
+		}
+	}
+}
+
+// sourceFile is one parsed non-test Go file of the module.
+type sourceFile struct {
+	rel  string // slash-separated, from the module root
+	file *ast.File
+	// imports maps each name the file uses for an import to its path.
+	imports map[string]string
+}
+
+// ownModule says whether dir holds a Go module of its own (the lab): its
+// files are not the service's, and its own rules hold there.
+func ownModule(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil
+}
+
+// moduleSources parses every non-test Go file of the module.
+func moduleSources(t *testing.T) []sourceFile {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	var files []sourceFile
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || ownModule(path)) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		files = append(files, sourceFile{rel: filepath.ToSlash(rel), file: f, imports: importNames(f)})
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, len(files), 100, "the module's sources were found")
+	return files
+}
+
+func importNames(f *ast.File) map[string]string {
+	names := map[string]string{}
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		names[name] = path
+	}
+	return names
+}
+
+// calls reports each call of path's function fn in f, with the function
+// declaration it sits in (nil at package level).
+func (f sourceFile) calls(path, fn string, found func(in *ast.FuncDecl, at token.Pos)) {
+	for _, decl := range f.file.Decls {
+		in, _ := decl.(*ast.FuncDecl)
+		ast.Inspect(decl, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == fn {
+				if x, ok := sel.X.(*ast.Ident); ok && f.imports[x.Name] == path {
+					found(in, call.Pos())
+				}
+			}
+			return true
+		})
+	}
+}
+
+// testHelper: a package that exists for tests (fulfillmenttest, testkit,
+// testdb, ...) builds what its tests need.
+func (f sourceFile) testHelper() bool {
+	dir := filepath.Base(filepath.Dir(f.rel))
+	return strings.HasSuffix(dir, "test") || strings.HasPrefix(dir, "test") || f.lab()
+}
+
+// lab: the simulator runs billing from outside, as its tests do, and
+// builds its own system (TestNothingImportsTheSimulator keeps it out of
+// the service).
+func (f sourceFile) lab() bool { return strings.HasPrefix(f.rel, "internal/payments/sim/") }
+
+// TestOnlyTheRootBuildsAWalletStore: the program has one wallet store per
+// process, built in cmd/billing and handed down; no package below cmd
+// builds its own from a pool (test helpers aside).
+func TestOnlyTheRootBuildsAWalletStore(t *testing.T) {
+	t.Parallel()
+	var builders []string
+	for _, f := range moduleSources(t) {
+		if f.testHelper() {
+			continue
+		}
+		f.calls(module+"/wallet", "New", func(_ *ast.FuncDecl, _ token.Pos) {
+			builders = append(builders, f.rel)
+		})
+	}
+	require.Equal(t, []string{"cmd/billing/wire.go"}, builders, "wallet.New is called only by the composition root")
+}
+
+// TestWorkersRegisterOneWay: every package adds its River workers in a
+// Register function of one shape, func(*river.Workers[, options])
+// []*river.PeriodicJob, and jobs.Registry calls every one of them in its
+// one list.
+func TestWorkersRegisterOneWay(t *testing.T) {
+	t.Parallel()
+	files := moduleSources(t)
+	registers := map[string]bool{} // "pkgpath.Func" of each Register of the shape
+	for _, f := range files {
+		f.calls("github.com/riverqueue/river", "AddWorker", func(in *ast.FuncDecl, at token.Pos) {
+			require.NotNil(t, in, "%s: river.AddWorker outside a function", f.rel)
+			require.True(t, registerShape(f, in), "%s: river.AddWorker in %s, which is not a Register function "+
+				"func(*river.Workers[, options]) []*river.PeriodicJob", f.rel, in.Name.Name)
+			if in.Recv == nil && ast.IsExported(in.Name.Name) {
+				registers[module+"/"+filepath.ToSlash(filepath.Dir(f.rel))+"."+in.Name.Name] = true
+			}
+		})
+	}
+	require.GreaterOrEqual(t, len(registers), 6, "the domain packages' and the no-op job's Register")
+	called := registryCalls(t, files)
+	for r := range registers {
+		require.True(t, called[r], "jobs.Registry does not call %s", r)
+	}
+}
+
+// registerShape: fn is named Register..., takes *river.Workers first and,
+// at most, one options value, and returns []*river.PeriodicJob.
+func registerShape(f sourceFile, fn *ast.FuncDecl) bool {
+	params, results := fn.Type.Params.List, fn.Type.Results
+	if !strings.HasPrefix(fn.Name.Name, "Register") || len(params) == 0 || len(params) > 2 ||
+		len(params[0].Names) > 1 || results == nil || len(results.List) != 1 {
+		return false
+	}
+	return typeIs(f, params[0].Type, "*", "github.com/riverqueue/river", "Workers") &&
+		typeIs(f, results.List[0].Type, "[]*", "github.com/riverqueue/river", "PeriodicJob")
+}
+
+// typeIs: expr is prefix (a run of "*" and "[]") then path's name.
+func typeIs(f sourceFile, expr ast.Expr, prefix, path, name string) bool {
+	for prefix != "" {
+		switch e := expr.(type) {
+		case *ast.StarExpr:
+			if !strings.HasPrefix(prefix, "*") {
+				return false
+			}
+			expr, prefix = e.X, prefix[1:]
+		case *ast.ArrayType:
+			if !strings.HasPrefix(prefix, "[]") || e.Len != nil {
+				return false
+			}
+			expr, prefix = e.Elt, prefix[2:]
+		default:
+			return false
+		}
+	}
+	sel, ok := expr.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	x, ok := sel.X.(*ast.Ident)
+	return ok && f.imports[x.Name] == path && sel.Sel.Name == name
+}
+
+// registryCalls are the functions jobs.Registry calls, as "pkgpath.Func"
+// (its own package's too).
+func registryCalls(t *testing.T, files []sourceFile) map[string]bool {
+	t.Helper()
+	called := map[string]bool{}
+	for _, f := range files {
+		if filepath.Dir(f.rel) != "jobs" {
+			continue
+		}
+		for _, decl := range f.file.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Name.Name == "Registry" && fn.Recv == nil {
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					switch c := n.(type) {
+					case *ast.SelectorExpr:
+						if x, ok := c.X.(*ast.Ident); ok && f.imports[x.Name] != "" {
+							called[f.imports[x.Name]+"."+c.Sel.Name] = true
+						}
+					case *ast.CallExpr:
+						if id, ok := c.Fun.(*ast.Ident); ok {
+							called[module+"/jobs."+id.Name] = true
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+	require.NotEmpty(t, called, "jobs.Registry was found")
+	return called
+}
+
+// TestOnlyDevReachesTheDevCheckout: the simulated checkout (package
+// devcheckout) is imported by billing dev's files (cmd/billing/dev*.go) only, and only dev's run
+// adds it to the API's options; billing web cannot reach it
+// (TestWebServesNoDevCheckout shows it from outside).
+func TestOnlyDevReachesTheDevCheckout(t *testing.T) {
+	t.Parallel()
+	var importers, adders []string
+	for _, f := range moduleSources(t) {
+		if slices.Contains(slices.Collect(maps.Values(f.imports)), module+"/internal/dev/devcheckout") {
+			importers = append(importers, f.rel)
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok {
+				if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "withDevCheckout" && strings.HasPrefix(f.rel, "cmd/billing/") {
+					adders = append(adders, f.rel)
+				}
+			}
+			return true
+		})
+	}
+	require.Contains(t, importers, "cmd/billing/dev_checkout.go")
+	for _, rel := range importers {
+		require.True(t, strings.HasPrefix(rel, "cmd/billing/dev"), "%s imports devcheckout: only billing dev's files may", rel)
+	}
+	require.Equal(t, []string{"cmd/billing/dev.go"}, adders)
+}
+
+// TestSimulatorModelKnowsNoBilling: the simulator's model and the
+// histories it reads import no package of billing, so the model cannot
+// share a rule with the code it judges (docs/simulator.md).
+func TestSimulatorModelKnowsNoBilling(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"model.go", "history.go"} {
+		path := filepath.Join("..", "..", "payments", "sim", file)
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range f.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			require.NoError(t, err)
+			require.False(t, strings.HasPrefix(p, module), "internal/payments/sim/%s imports %s", file, p)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/jobs"
+)
+
+// TestCheckJobsJudgesWhatTheWorkloadCaused: after the workers are frozen,
+// a periodic sweep (or the fund_day it enqueued) that the schedule created
+// just before the freeze is churn, not work left undone, so an unchanged
+// build cannot fail on it (`billing chaos` did, once). Everything else
+// still fails the check: any job of the workload not finalized, a
+// post-load job left waiting longer than the churn window, and any job
+// running, retryable or discarded.
+func TestCheckJobsJudgesWhatTheWorkloadCaused(t *testing.T) {
+	t.Parallel()
+	periodic := `{"periodic": true}`
+	cases := []struct {
+		name     string
+		state    string
+		age      time.Duration // before the freeze
+		metadata string
+		ok       bool
+	}{
+		{"fresh periodic sweep available", "available", time.Second, periodic, true},
+		{"fresh job a sweep enqueued, available", "available", 2 * time.Second, `{}`, true},
+		{"completed workload job", "completed", time.Minute, `{}`, true},
+		{"cancelled workload job", "cancelled", time.Minute, `{}`, true},
+		{"workload job still available", "available", time.Minute, `{}`, false},
+		{"stale periodic sweep available", "available", churnWindow + 3*time.Second, periodic, false},
+		{"fresh job running after the freeze", "running", time.Second, `{}`, false},
+		{"fresh periodic job retryable", "retryable", time.Second, periodic, false},
+		{"fresh job discarded", "discarded", time.Second, `{}`, false},
+		{"workload job discarded", "discarded", time.Minute, `{}`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := testdb.New(t)
+			r := &Run{pool: pool}
+			require.NoError(t, pool.QueryRow(ctx, `SELECT now()`).Scan(&r.frozenAt))
+			r.loadEnd = r.frozenAt.Add(-30 * time.Second)
+			client, err := jobs.NewClient(pool, jobs.Options{})
+			require.NoError(t, err)
+			res, err := client.Insert(ctx, jobs.NoopArgs{}, nil)
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, `UPDATE river_job SET state = $2::river_job_state, created_at = $3::timestamptz, metadata = $4,
+				finalized_at = CASE WHEN $2::text IN ('completed', 'cancelled', 'discarded') THEN $3::timestamptz END,
+				attempted_at = CASE WHEN $2::text <> 'available' THEN $3::timestamptz END,
+				attempt = CASE WHEN $2::text <> 'available' THEN 1 ELSE 0 END WHERE id = $1`,
+				res.Job.ID, c.state, r.frozenAt.Add(-c.age), c.metadata)
+			require.NoError(t, err)
+
+			rep := &Report{}
+			require.NoError(t, r.checkJobs(ctx, rep))
+			require.Equal(t, c.ok, rep.OK(), "%+v", rep.Checks)
+		})
+	}
+}
