@@ -71,7 +71,7 @@ func TestFulfilmentNotDurableFailsTheJob(t *testing.T) {
 	select {
 	case err := <-seen:
 		require.ErrorIs(t, err, durable.ErrNotDurable)
-	case <-time.After(30 * time.Second):
+	case <-time.After(waitDeadline):
 		t.Fatal("the fulfilment job never failed")
 	}
 	require.Equal(t, o.Mana, manaBalance(t, pool, o.PlayerID), "the primary applied it, once")

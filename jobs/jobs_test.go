@@ -153,7 +153,7 @@ func TestStopCancelsAJobThatOutlivesTheSoftStop(t *testing.T) {
 	client, w := startScripted(t)
 	res, err := client.Insert(context.Background(), scriptedArgs{Answer: "block"}, nil)
 	require.NoError(t, err)
-	require.Eventually(t, w.blocked.Load, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, w.blocked.Load, 2*time.Minute, 10*time.Millisecond, "the job never started blocking")
 	start := time.Now()
 	require.NoError(t, Stop(context.Background(), client, 300*time.Millisecond))
 	took := time.Since(start)

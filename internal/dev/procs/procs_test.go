@@ -38,7 +38,7 @@ func TestStartStopRestart(t *testing.T) {
 	require.NoError(t, p.Start())
 	t.Cleanup(p.Kill)
 	require.ErrorContains(t, p.Start(), "already running")
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "env=from-env late=set") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "env=from-env late=set") }, time.Minute, 10*time.Millisecond)
 	require.True(t, p.Running())
 	require.Positive(t, p.Pid())
 
@@ -64,7 +64,7 @@ func TestStopKillsWhatIgnoresTheSignal(t *testing.T) {
 	p := sh("stubborn", `trap '' TERM; echo ready; while :; do sleep 0.05; done`, out)
 	require.NoError(t, p.Start())
 	t.Cleanup(p.Kill)
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "ready") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "ready") }, time.Minute, 10*time.Millisecond)
 	start := time.Now()
 	require.ErrorContains(t, p.Stop(300*time.Millisecond), "did not exit within 300ms")
 	require.Less(t, time.Since(start), 5*time.Second)

@@ -41,7 +41,7 @@ func TestSignalTree(t *testing.T) {
 			}
 		}
 		return child != 0
-	}, 5*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	pgid, err := syscall.Getpgid(p.Pid())
 	require.NoError(t, err)
 	require.Equal(t, p.Pid(), pgid, "the process leads a group of its own")
@@ -50,13 +50,13 @@ func TestSignalTree(t *testing.T) {
 	require.NotEqual(t, pgid, childGroup, "the child left the group")
 
 	require.NoError(t, p.SignalTree(syscall.SIGSTOP))
-	require.Eventually(t, func() bool { return state(p.Pid()) == "T" && state(child) == "T" }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return state(p.Pid()) == "T" && state(child) == "T" }, time.Minute, 10*time.Millisecond)
 	require.NoError(t, p.SignalTree(syscall.SIGCONT))
-	require.Eventually(t, func() bool { return state(p.Pid()) != "T" && state(child) != "T" }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return state(p.Pid()) != "T" && state(child) != "T" }, time.Minute, 10*time.Millisecond)
 
 	require.NoError(t, p.KillTree())
 	require.False(t, p.Running())
-	require.Eventually(t, func() bool { s := state(child); return s == "" || s == "Z" }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { s := state(child); return s == "" || s == "Z" }, time.Minute, 10*time.Millisecond,
 		"the child outside the group died with it")
 }
 

@@ -41,13 +41,22 @@ func (r claimReq) key() claimKey { return claimKey{r.ev.Provider, r.ev.ID} }
 // hooks are seams for this package's tests (set through export_test.go);
 // all nil in production.
 type hooks struct {
-	// queued is called by each delivery just before it joins a batch.
+	// queued is called by each delivery once it has joined the queue of
+	// the next batch (groupcommit's OnQueued).
 	queued func()
 	// batch is called with the event ids of each batch before it runs.
 	batch func(eventIDs []string)
 	// beforeCommit is called with each claim transaction just before its
 	// COMMIT, after every job insert.
 	beforeCommit func(ctx context.Context, tx pgx.Tx)
+}
+
+// onQueued is the batcher's OnQueued for the queued hook (nil without one).
+func (h hooks) onQueued() func(int) {
+	if h.queued == nil {
+		return nil
+	}
+	return func(int) { h.queued() }
 }
 
 // claim claims ev, and enqueues its job (or re-enqueues an orphan's), in
@@ -60,9 +69,6 @@ func (h *handler) claim(ctx context.Context, ev *Event, body []byte) (bool, erro
 	defer cancel()
 	ctx, span := telemetry.StartClaim(ctx, ev.Provider, ev.ID, ev.Type, orderID(ev))
 	defer span.End()
-	if h.opts.hooks.queued != nil {
-		h.opts.hooks.queued()
-	}
 	return h.claims.Do(ctx, claimReq{ev: ev, body: body, at: h.opts.Now(), meta: telemetry.JobMetadata(ctx)})
 }
 

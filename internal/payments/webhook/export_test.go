@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// OnClaimQueued sets a function each delivery calls just before it joins a
+// OnClaimQueued sets a function each delivery calls once it has joined a
 // claim batch.
 func OnClaimQueued(o *Options, f func()) { o.hooks.queued = f }
 

@@ -146,7 +146,7 @@ func NewHandler(opts Options) http.Handler {
 	}
 	h := &handler{opts: opts}
 	h.claims = groupcommit.New(h.claimBatch,
-		groupcommit.Options{MaxBatch: opts.ClaimBatch, Concurrency: opts.ClaimConcurrency})
+		groupcommit.Options{MaxBatch: opts.ClaimBatch, Concurrency: opts.ClaimConcurrency, OnQueued: opts.hooks.onQueued()})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /webhooks/{provider}", h.serve)
 	return mux

@@ -75,7 +75,7 @@ func newHarness(t *testing.T) *harness {
 	h.client = client
 	t.Cleanup(func() {
 		close(h.w.release)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		require.NoError(t, client.Stop(ctx))
 	})
@@ -94,7 +94,7 @@ func (h *harness) hold(n int) []held {
 		select {
 		case j := <-h.w.running:
 			out[j.job.Args.N] = j
-		case <-time.After(15 * time.Second):
+		case <-time.After(2 * time.Minute):
 			require.FailNow(h.t, "jobs did not start running")
 		}
 	}

@@ -87,9 +87,9 @@ func newPageEnv(t *testing.T) *pageEnv {
 		}
 	}
 	e.deliver(devwebhook.CompletedEvent("stripe", "evt_page_1", e.order.ID, e.order.Amount, e.order.Currency))
-	require.Eventually(t, finalized(1), 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, finalized(1), waitDeadline, 20*time.Millisecond)
 	e.deliver(devwebhook.PaymentEvent("stripe", "evt_page_2", "pi_page_second", e.order.ID, e.order.Amount, e.order.Currency))
-	require.Eventually(t, finalized(2), 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, finalized(2), waitDeadline, 20*time.Millisecond)
 	return e
 }
 

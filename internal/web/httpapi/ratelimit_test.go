@@ -76,7 +76,7 @@ func TestOneFloodingPlayerCannotStarveAnother(t *testing.T) {
 		_ = side.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE player_id = $1 AND status = 'running'`, alice.id).Scan(&n)
 		return n
 	}
-	require.Eventually(t, func() bool { return running() >= share }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return running() >= share }, waitDeadline, 10*time.Millisecond, "the requests never filled their share")
 	time.Sleep(200 * time.Millisecond) // let any request beyond the share show itself
 	require.Equal(t, share, running(), "alice holds at most her share")
 

@@ -53,7 +53,7 @@ func TestInUseAnswerCarriesRetryAfter(t *testing.T) {
 	f.setHandler(f.effect(http.StatusCreated, time.Second))
 	done := make(chan result, 1)
 	go func() { done <- f.post(t, f.player, "busy", `{}`) }()
-	require.Eventually(t, func() bool { return f.keyCount(t, "running") == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return f.keyCount(t, "running") == 1 }, 2*time.Minute, 10*time.Millisecond, "the request never held its key running")
 	dup := f.post(t, f.player, "busy", `{}`)
 	require.Equal(t, http.StatusConflict, dup.status, dup.body)
 	require.Equal(t, "1", dup.header.Get("Retry-After"))
