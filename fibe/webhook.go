@@ -232,7 +232,7 @@ func (v *WebhookVerifier) checkSignature(id, ts string, sigs []string, body []by
 		}
 	}
 	if !match {
-		return fmt.Errorf("%w (%d v1 signatures)", ErrSignatureMismatch, len(sigs))
+		return fmt.Errorf("%w (v1 signatures checked: %d)", ErrSignatureMismatch, len(sigs))
 	}
 	return nil
 }

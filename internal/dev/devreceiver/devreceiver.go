@@ -110,7 +110,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.S
 func (r *Receiver) Deliveries() []Delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := slices.Clone(r.deliveries)
+	out := make([]Delivery, len(r.deliveries)) // [] rather than null in JSON
+	copy(out, r.deliveries)
 	slices.Reverse(out)
 	return out
 }

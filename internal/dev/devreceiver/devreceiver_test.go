@@ -156,6 +156,8 @@ func TestReceiverPageEscapes(t *testing.T) {
 	resp, page := get(t, srv.URL+devreceiver.Path)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, `id="empty"`)
+	_, empty := get(t, srv.URL+devreceiver.Path+"?format=json")
+	require.JSONEq(t, `{"endpoint":"/dev/events/","deliveries":[]}`, empty)
 
 	post(t, srv.URL, secret, eventID(1), body(eventID(1), "debt.forgiven", 7, 5))
 	post(t, srv.URL, secret, eventID(1), body(eventID(1), "debt.forgiven", 7, 5))

@@ -1,6 +1,7 @@
 package devreceiver
 
 import (
+	"bytes"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -23,7 +24,17 @@ func (r *Receiver) list(w http.ResponseWriter, req *http.Request) {
 	_ = pageTemplate.Execute(w, map[string]any{"Path": Path, "Deliveries": deliveries, "Keep": r.opts.Keep})
 }
 
-var pageTemplate = template.Must(template.New("events").Parse(`<!doctype html>
+// indent is a body as indented JSON for reading, or as it came when it is
+// not JSON.
+func indent(body string) string {
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(body), "", "  ") != nil {
+		return body
+	}
+	return b.String()
+}
+
+var pageTemplate = template.Must(template.New("events").Funcs(template.FuncMap{"indent": indent}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>billing dev · events received</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
 .bad{color:#b00020;font-weight:bold}.ok{color:#1b5e20}.mark{background:#fff3c4;padding:0 .3em}pre{white-space:pre-wrap;max-width:60em}</style></head>
@@ -41,6 +52,6 @@ The newest {{.Keep}} are kept, newest first; reload for more. JSON: <a href="?fo
 <td>{{if .PlayerID}}{{.PlayerID}}{{end}}</td><td>{{if .Sequence}}{{.Sequence}}{{end}}</td>
 <td>{{if .Verified}}<span class="ok">verified</span>{{else}}<span class="bad">NOT verified</span>: {{.Error}}{{end}}</td>
 <td>{{if .Duplicate}}<span class="mark duplicate">duplicate</span> {{end}}{{if .Stale}}<span class="mark stale">stale</span>{{end}}</td>
-</tr><tr><td colspan="7"><details><summary>body</summary><pre>{{.Body}}</pre></details></td></tr>
+</tr><tr><td colspan="7"><details><summary>body</summary><pre>{{indent .Body}}</pre></details></td></tr>
 {{end}}</table>{{end}}
 </body></html>`))
