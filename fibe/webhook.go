@@ -71,9 +71,9 @@ type WebhookVerifier struct {
 // VerifierOption configures a WebhookVerifier.
 type VerifierOption func(*WebhookVerifier)
 
-// WithTolerance sets how far webhook-timestamp may be from now, either
+// WithWebhookTolerance sets how far webhook-timestamp may be from now, either
 // way (default DefaultWebhookTolerance). A value <= 0 is ignored.
-func WithTolerance(d time.Duration) VerifierOption {
+func WithWebhookTolerance(d time.Duration) VerifierOption {
 	return func(v *WebhookVerifier) {
 		if d > 0 {
 			v.tolerance = d
@@ -81,8 +81,8 @@ func WithTolerance(d time.Duration) VerifierOption {
 	}
 }
 
-// WithClock makes the verifier read the time from now (for tests).
-func WithClock(now func() time.Time) VerifierOption {
+// WithWebhookClock makes the verifier read the time from now (for tests).
+func WithWebhookClock(now func() time.Time) VerifierOption {
 	return func(v *WebhookVerifier) {
 		if now != nil {
 			v.now = now

@@ -184,7 +184,7 @@ func TestVerifierTolerance(t *testing.T) {
 	sent := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	h := signed(t, testEventID, sent, body, secret)
 	at := func(d time.Duration) fibe.VerifierOption {
-		return fibe.WithClock(func() time.Time { return sent.Add(d) })
+		return fibe.WithWebhookClock(func() time.Time { return sent.Add(d) })
 	}
 
 	_, err := verifier(t, secret, at(5*time.Minute)).Verify(h, body)
@@ -193,9 +193,9 @@ func TestVerifierTolerance(t *testing.T) {
 	require.ErrorIs(t, err, fibe.ErrStaleTimestamp)
 	_, err = verifier(t, secret, at(-5*time.Minute-time.Second)).Verify(h, body)
 	require.ErrorIs(t, err, fibe.ErrStaleTimestamp)
-	_, err = verifier(t, secret, at(time.Hour), fibe.WithTolerance(2*time.Hour)).Verify(h, body)
+	_, err = verifier(t, secret, at(time.Hour), fibe.WithWebhookTolerance(2*time.Hour)).Verify(h, body)
 	require.NoError(t, err)
-	_, err = verifier(t, secret, at(time.Minute), fibe.WithTolerance(30*time.Second)).Verify(h, body)
+	_, err = verifier(t, secret, at(time.Minute), fibe.WithWebhookTolerance(30*time.Second)).Verify(h, body)
 	require.ErrorIs(t, err, fibe.ErrStaleTimestamp)
 }
 
@@ -296,7 +296,7 @@ func FuzzVerifyHeaders(f *testing.F) {
 	f.Add(testEventID, "+"+h.Get(fibe.HeaderWebhookTimestamp), "v1,xx v2,yy", body)
 	f.Add("evt_1", "1.5e9", "v1", []byte(`{}`))
 	f.Add("", "", "", []byte(nil))
-	v := verifier(f, secret, fibe.WithClock(func() time.Time { return sent }), fibe.WithTolerance(100*365*24*time.Hour))
+	v := verifier(f, secret, fibe.WithWebhookClock(func() time.Time { return sent }), fibe.WithWebhookTolerance(100*365*24*time.Hour))
 	ref, err := standardwebhooks.NewWebhook(secret)
 	require.NoError(f, err)
 	_, err = v.Verify(h, body)

@@ -93,7 +93,7 @@ func New(opts Options) (*Receiver, error) {
 	}
 	r := &Receiver{opts: opts, mux: http.NewServeMux(), seen: map[string]bool{}, highest: map[int64]int64{}}
 	for _, s := range opts.Secrets {
-		v, err := fibe.NewWebhookVerifier(s, fibe.WithClock(opts.Now))
+		v, err := fibe.NewWebhookVerifier(s, fibe.WithWebhookClock(opts.Now))
 		if err != nil {
 			return nil, fmt.Errorf("devreceiver: %w", err)
 		}
