@@ -41,6 +41,19 @@
 // (`billing players keys revoke`), or a rotated one past its time, answers
 // 401 "unauthorized" from its next request on; a 401 is never retried.
 //
+// # Receiving events
+//
+// billing sends signed events (order.fulfilled, payment.refunded,
+// marquee.unfunded, wallet.low_balance, ...) to the webhook endpoints an
+// operator registers (`billing endpoints add URL`, which prints the
+// endpoint's whsec_ secret once). A WebhookVerifier made with that secret
+// checks a delivery's Standard Webhooks headers and signature and returns
+// its Event; Event.Decode gives its data as a typed struct. Deliveries
+// come at least once and in no promised order: deduplicate on Event.ID
+// (the webhook-id header) and drop an event whose Sequence is below the
+// highest you applied for the player. docs/contract.md ("Events billing
+// sends") is the catalogue and the delivery schedule.
+//
 // This package uses only the standard library.
 package fibe
 

@@ -2,6 +2,7 @@ package fibe_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -117,4 +118,81 @@ func TestExampleOrdersMatchOpenAPI(t *testing.T) {
 		require.NoError(t, resp.Body.Close())
 		require.NoError(t, order.VisitJSON(body), "%s %s answers an order the document refuses", req.method, req.path)
 	}
+}
+
+// TestEventsMatchOpenAPI checks the SDK's event types against the
+// document's webhooks: one webhook per type fibe knows and no other, the
+// envelope's members are fibe.Event's, each type's data schema has exactly
+// the members of its fibe struct, and each webhook's example decodes into
+// fibe's types with no unknown member and validates against its schema.
+func TestEventsMatchOpenAPI(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromData(api.YAML)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(context.Background()))
+	schemas := doc.Components.Schemas
+
+	requireSameMembers(t, schemas["Event"].Value, reflect.TypeOf(fibe.Event{}), "Event")
+	require.Equal(t, []any{fibe.EventAPIVersion}, schemas["Event"].Value.Properties["api_version"].Value.Enum)
+	var enum []string
+	for _, v := range schemas["EventType"].Value.Enum {
+		enum = append(enum, v.(string))
+	}
+	require.Equal(t, fibe.EventTypes(), enum, "EventType lists the SDK's types in its order")
+	require.Len(t, doc.Webhooks, len(fibe.EventTypes()), "one webhook per event type")
+
+	for _, typ := range fibe.EventTypes() {
+		item := doc.Webhooks[typ]
+		require.NotNil(t, item, "no webhook %s in the document", typ)
+		require.NotNil(t, item.Post, "webhook %s is not a POST", typ)
+		data, err := (&fibe.Event{Type: typ, Data: []byte(`{}`)}).Decode()
+		require.NoError(t, err)
+		goType := reflect.TypeOf(data).Elem()
+		require.Contains(t, schemas, goType.Name(), "no schema %s for %s", goType.Name(), typ)
+		requireSameMembers(t, schemas[goType.Name()].Value, goType, goType.Name())
+
+		media := item.Post.RequestBody.Value.Content.Get("application/json")
+		require.NotNil(t, media, "webhook %s has no JSON body", typ)
+		require.Len(t, media.Examples, 1, "webhook %s has one example", typ)
+		for _, ex := range media.Examples {
+			require.NoError(t, media.Schema.Value.VisitJSON(ex.Value.Value), "example of %s", typ)
+			raw, err := json.Marshal(ex.Value.Value)
+			require.NoError(t, err)
+			var ev fibe.Event
+			strictDecode(t, raw, &ev)
+			require.Equal(t, typ, ev.Type)
+			strictDecode(t, ev.Data, reflect.New(goType).Interface())
+			wrong := map[string]any{}
+			require.NoError(t, json.Unmarshal(raw, &wrong))
+			wrong["type"] = otherType(typ)
+			require.Error(t, media.Schema.Value.VisitJSON(wrong), "the %s schema accepts another type", typ)
+		}
+	}
+}
+
+// requireSameMembers: the schema's properties are exactly the struct's
+// JSON members, and all of them are required (billing always sends each).
+func requireSameMembers(t *testing.T, s *openapi3.Schema, goType reflect.Type, name string) {
+	t.Helper()
+	var props []string
+	for p := range s.Properties {
+		props = append(props, p)
+	}
+	fields := jsonFields(goType)
+	require.ElementsMatch(t, fields, props, "schema %s and fibe.%s", name, goType.Name())
+	require.ElementsMatch(t, fields, s.Required, "schema %s requires every member", name)
+}
+
+func strictDecode(t *testing.T, raw []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), "%s into %T", raw, v)
+}
+
+func otherType(typ string) string {
+	if typ == fibe.EventOrderFulfilled {
+		return fibe.EventDebtOpened
+	}
+	return fibe.EventOrderFulfilled
 }
