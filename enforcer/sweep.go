@@ -230,7 +230,7 @@ type SweepWorker struct {
 
 // The sweep runs under the client's job timeout (BILLING_JOB_TIMEOUT, 1m by
 // default), far longer than a sweep needs: it only pages Marquees and
-// enqueues jobs (`billing bench funding --sweep-marquees N` times one). A
+// enqueues jobs (`billing-lab bench funding --sweep-marquees N` times one). A
 // longer per-kind timeout would also delay River's rescue of a sweep whose
 // leader was killed mid-run by that long, since the rescuer waits out the
 // job's timeout first. A timed-out or rescued sweep is simply run again: it

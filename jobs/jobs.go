@@ -45,7 +45,7 @@ const (
 // while running: fund_day jobs are group-committed (enforcer/fundbatch.go),
 // two transactions at a time, and a batch can only be as large as the jobs
 // running together, so more workers mean fuller batches and fewer commits
-// per job (docs/decisions/0005-group-commit.md; `billing bench funding
+// per job (docs/decisions/0005-group-commit.md; `billing-lab bench funding
 // --max-workers N` measures it against the wallet's own debit rate).
 func Queues() map[string]river.QueueConfig {
 	const moneyCooldown = 10 * time.Millisecond

@@ -109,3 +109,14 @@ func TestFuzzShortSaysWhatCIRuns(t *testing.T) {
 	require.Regexp(t, `(?m)^#\s+scripts/fuzz-short `+regexp.QuoteMeta(m[1])+`\s+#.*\bCI\b`, string(script))
 	require.NotRegexp(t, `(?m)^#\s+scripts/fuzz-short\s+#.*\bCI\b`, string(script), "the bare form is not what CI runs")
 }
+
+// TestScriptsParse: every script of this directory is valid bash (bash -n
+// reads it without running it), so a script CI does not run, such as
+// scripts/ab-bench or scripts/scale-bench, cannot rot into a syntax error.
+func TestScriptsParse(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"ab-bench", "fuzz-short", "scale-bench", "test"} {
+		out, err := exec.Command("bash", "-n", name).CombinedOutput()
+		require.NoError(t, err, "bash -n scripts/%s: %s", name, out)
+	}
+}

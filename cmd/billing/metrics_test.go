@@ -31,9 +31,9 @@ import (
 
 // TestMetrics runs `billing web` and `billing worker` as real processes on
 // a fresh database, drives an exactly known workload through HTTP, then
-// scrapes both /metrics endpoints and checks every series of the table in
-// docs/operations.md with its value (summed over the two processes, as
-// `sum()` would).
+// scrapes both /metrics endpoints and checks every series of the metrics
+// table in docs/architecture.md with its value (summed over the two
+// processes, as `sum()` would).
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	r := startMetricsRun(t)

@@ -63,8 +63,9 @@ func TestAlertRunbooks(t *testing.T) {
 // TestPrometheusRunsTheDocumentedQueries starts a real Prometheus scraping a
 // billing web and a billing worker, with deploy/prometheus/alerts.yml
 // loaded, drives a small workload, and checks through Prometheus's HTTP API
-// that the queries of docs/operations.md return what happened and that
-// every alert rule evaluates cleanly and stays quiet on a healthy system.
+// that queries of the series in docs/architecture.md return what happened
+// and that every alert rule evaluates cleanly and stays quiet on a healthy
+// system.
 func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 	t.Parallel()
 	proctest.RequireTool(t, "apt-get install -y prometheus", prometheusBin)
@@ -89,7 +90,7 @@ func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 	api := devAPI{t: t, base: "http://" + webAddr, key: created.APIKey}
 	promWorkload(t, api, secret)
 
-	// The series of docs/operations.md, as an operator would query them.
+	// The series of docs/architecture.md, as an operator would query them.
 	prom.waitValue(t, `sum(billing_webhook_deliveries_total{outcome="claimed"})`, 1)
 	prom.waitValue(t, `sum(billing_webhook_deliveries_total{outcome="duplicate"})`, 1)
 	prom.waitValue(t, `sum by (provider, outcome) (billing_webhook_deliveries_total{outcome=~"bad_signature|stale"})`, 1)
