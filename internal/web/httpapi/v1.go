@@ -140,8 +140,7 @@ func requireJSON(r *http.Request) error {
 	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
-		detail: "Content-Type must be application/json"}
+	return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
 }
 
 // decode reads a JSON object into dst with the one strict reader
