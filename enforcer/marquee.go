@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fibe-dev/billing/internal/domain/names"
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 // DB is a pool, a connection or a transaction (the one DB interface).
@@ -30,12 +32,17 @@ const (
 // MaxNameLength bounds a Marquee name, in characters.
 const MaxNameLength = 100
 
-// Errors.
+// Errors, each a client can cause with its answer (package errcode). A
+// Marquee that is not funded is 402 Payment Required.
 var (
-	ErrNotFound      = errors.New("enforcer: marquee not found")
-	ErrNotFunded     = errors.New("enforcer: marquee not funded")
-	ErrUnknownPlan   = errors.New("enforcer: unknown plan")
-	ErrInvalidName   = errors.New("enforcer: name must be 1 to 100 printable characters")
+	ErrNotFound  = errcode.New("enforcer: marquee not found", errcode.NotFound)
+	ErrNotFunded = errcode.New("enforcer: marquee not funded", errcode.Answer{Status: http.StatusPaymentRequired,
+		Code: "marquee_not_funded", Detail: "the Marquee is not funded: add Sparks and fund it first"})
+	ErrUnknownPlan = errcode.New("enforcer: unknown plan", errcode.Answer{Status: http.StatusBadRequest,
+		Code: "unknown_plan", Detail: "no such plan"})
+	ErrInvalidName = errcode.New("enforcer: name must be 1 to 100 printable characters", errcode.Answer{
+		Status: http.StatusBadRequest, Code: "invalid_name",
+		Detail: fmt.Sprintf("a Marquee's name must be 1 to %d printable characters", MaxNameLength)})
 	ErrUnknownPlayer = errors.New("enforcer: unknown player")
 )
 

@@ -15,11 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 	"github.com/fibe-dev/billing/internal/provider"
 )
 
@@ -36,12 +38,14 @@ const (
 	StatusDisputed          = "disputed"
 )
 
-// Errors. Compare with errors.Is.
+// Errors. Compare with errors.Is. Each declares its answer (package errcode).
 var (
-	ErrUnknownSKU      = errors.New("fulfillment: unknown sku")
-	ErrUnknownProvider = errors.New("fulfillment: unknown payment provider")
+	ErrUnknownSKU = errcode.New("fulfillment: unknown sku", errcode.Answer{Status: http.StatusBadRequest,
+		Code: "unknown_sku", Detail: "no such SKU"})
+	ErrUnknownProvider = errcode.New("fulfillment: unknown payment provider", errcode.Answer{Status: http.StatusBadRequest,
+		Code: "unknown_provider", Detail: "provider must be stripe, paddle or creem"})
 	// ErrNotFound is returned for a missing order and for another player's.
-	ErrNotFound = errors.New("fulfillment: order not found")
+	ErrNotFound = errcode.New("fulfillment: order not found", errcode.NotFound)
 )
 
 // DB is a pool, a connection or a transaction (the one DB interface).
@@ -83,7 +87,8 @@ type CheckoutParams struct {
 
 // ErrCheckoutKeyReused is returned when CheckoutParams.Key already names an
 // order of another SKU or provider.
-var ErrCheckoutKeyReused = errors.New("fulfillment: checkout key already used for another order")
+var ErrCheckoutKeyReused = errcode.New("fulfillment: checkout key already used for another order", errcode.Answer{
+	Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Detail: "this Idempotency-Key was used for a different request"})
 
 const orderColumns = `id, player_id, sku, provider, amount, currency, mana,
 	CASE WHEN status <> 'fulfilled' THEN status WHEN disputed THEN 'disputed'

@@ -1,8 +1,9 @@
-// Package jobs is the River runtime: the client, its queues, the worker
-// registry, periodic jobs, the error handler and job metrics.
+// Package jobs is the River runtime: the client, its queues, the error
+// handler, job metrics and the no-op job.
 //
-// Each domain package owns its job args (with a stable Kind()) and its
-// worker; this package only wires them into one River client. The web
+// Each domain package owns its job args (with a stable Kind()), its worker
+// and its Register function; the composition root (cmd/billing) registers
+// them all into one bundle that NewClient runs. The web
 // process builds a client without queues: it inserts jobs (InsertTx) and
 // serves the River UI, but never works them.
 package jobs

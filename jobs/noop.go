@@ -23,7 +23,8 @@ type NoopWorker struct {
 func (NoopWorker) Work(context.Context, *river.Job[NoopArgs]) error { return nil }
 
 // RegisterNoop adds the no-op worker to workers, the way every package
-// registers its workers (see Registry); it declares no periodic job.
+// registers its workers (cmd/billing's registry calls each); it declares
+// no periodic job.
 func RegisterNoop(workers *river.Workers) []*river.PeriodicJob {
 	river.AddWorker(workers, &NoopWorker{})
 	return nil

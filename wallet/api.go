@@ -8,7 +8,10 @@ package wallet
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 // Currency is an in-app currency.
@@ -106,14 +109,24 @@ type ListParams struct {
 }
 
 // Errors. Compare with errors.Is; a reused key is also an *KeyReusedError,
-// a key in a reserved namespace a *ReservedKeyError (keys.go).
+// a key in a reserved namespace a *ReservedKeyError (keys.go). Each error a
+// client can cause declares its answer (package errcode).
+//
+// Insufficient balance is 409 Conflict: the request is well formed but
+// conflicts with the wallet's current state, and may succeed after a
+// top-up (with a new Idempotency-Key: the 409 itself is cached like any
+// other 4xx answer).
 var (
-	ErrInsufficientBalance  = errors.New("wallet: insufficient balance")
-	ErrIdempotencyKeyReused = errors.New("wallet: idempotency key reused with different parameters")
-	ErrInvalidAmount        = errors.New("wallet: amount must be a positive integer")
-	ErrOverflow             = errors.New("wallet: amount would overflow the balance")
+	ErrInsufficientBalance = errcode.New("wallet: insufficient balance", errcode.Answer{
+		Status: http.StatusConflict, Code: "insufficient_balance", Detail: "the wallet's balance is too low"})
+	ErrInvalidAmount = errcode.New("wallet: amount must be a positive integer", errcode.Answer{
+		Status: http.StatusBadRequest, Code: "invalid_amount", Detail: "amounts must be positive integers"})
+	ErrOverflow = errcode.New("wallet: amount would overflow the balance", errcode.Answer{
+		Status: http.StatusBadRequest, Code: "invalid_amount", Detail: "amount too large"})
+	// ErrUnknownCurrency answers like every missing resource.
+	ErrUnknownCurrency      = errcode.New("wallet: unknown currency", errcode.NotFound)
+	ErrIdempotencyKeyReused = errcode.New("wallet: idempotency key reused with different parameters", keyReusedAnswer)
 	ErrInvalidKey           = errors.New("wallet: idempotency key must be 1 to 255 bytes")
-	ErrUnknownCurrency      = errors.New("wallet: unknown currency")
 	ErrInvalidPost          = errors.New("wallet: invalid post")
 	ErrUnknownPlayer        = errors.New("wallet: unknown player")
 )
@@ -131,3 +144,17 @@ func (e *KeyReusedError) Error() string {
 
 // Is makes errors.Is(err, ErrIdempotencyKeyReused) true.
 func (e *KeyReusedError) Is(target error) bool { return target == ErrIdempotencyKeyReused }
+
+// Answer is ErrIdempotencyKeyReused's: the field stays in the logs.
+func (e *KeyReusedError) Answer() errcode.Answer { return keyReusedAnswer }
+
+// Answer is 400 invalid_idempotency_key naming the namespace: the caller
+// chose the key, and can choose another. (The type lives with the key
+// grammar in keys.go; its answer lives here, with the wallet's others.)
+func (e *ReservedKeyError) Answer() errcode.Answer {
+	return errcode.Answer{Status: http.StatusBadRequest, Code: "invalid_idempotency_key", Detail: fmt.Sprintf(
+		"Idempotency-Key %q %s %q, which billing reserves for %s: choose another key", e.Key, e.Where(), e.Namespace, e.Use)}
+}
+
+var keyReusedAnswer = errcode.Answer{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
+	Detail: "this Idempotency-Key was used for a different request"}

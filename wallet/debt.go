@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
 	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 var debtsOpened = promauto.NewCounter(prometheus.CounterOpts{
@@ -61,6 +63,12 @@ func (e *OutstandingDebtError) Error() string {
 
 // Is makes errors.Is(err, ErrOutstandingDebt) true.
 func (e *OutstandingDebtError) Is(target error) bool { return target == ErrOutstandingDebt }
+
+// Answer is 409 outstanding_debt with the debt: buying Mana settles it.
+func (e *OutstandingDebtError) Answer() errcode.Answer {
+	return errcode.Answer{Status: http.StatusConflict, Code: "outstanding_debt",
+		Detail: fmt.Sprintf("the player owes %d Mana after a refund or chargeback; a purchase settles it first", e.Mana)}
+}
 
 // ClawbackParams describe Mana to take back from a player.
 type ClawbackParams struct {

@@ -96,7 +96,7 @@ func (s *demoSeed) seed(ctx context.Context, a *app, dir, addr string) error {
 // conversion to Sparks, and a funded Marquee.
 func (s *demoSeed) seedMoney(ctx context.Context, a *app) error {
 	logger := slog.New(slog.DiscardHandler)
-	workers, _ := jobs.Registry(a.jobsDeps(logger))
+	workers, _ := registry(a.jobsDeps(logger))
 	client, err := jobs.NewClient(a.pool, jobs.Options{Logger: logger, Workers: workers, ID: "billing-dev-seed",
 		FetchPollInterval: 100 * time.Millisecond})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,30 +128,9 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if o.second && o.kind != "payment" && o.kind != "" {
 		return fmt.Errorf("send-webhook: --second-payment is a payment; --kind %s is about the order's first one", o.kind)
 	}
-	cfg, err := loadConfig(cmd, false)
+	seed, base, secret, err := devWebhookTarget(cmd, provider, o)
 	if err != nil {
 		return err
-	}
-	seed, err := readDemoSeed(o.dir)
-	if err != nil {
-		return err
-	}
-	base := strings.TrimRight(o.url, "/")
-	if base == "" {
-		base = seed.URL
-	}
-	if base == "" {
-		base = defaultDevURL
-	}
-	secret := seed.WebhookSecrets[provider]
-	if secret == "" {
-		if s := webhookSecrets(cfg)[provider]; len(s) > 0 {
-			secret = s[0]
-		}
-	}
-	if secret == "" {
-		return fmt.Errorf("send-webhook: no %s secret: %s holds none (billing dev was given one) and BILLING_%s_WEBHOOK_SECRET is not set here",
-			provider, filepath.Join(o.dir, "demo.json"), strings.ToUpper(provider))
 	}
 	ctx := cmd.Context()
 	amount, currency := o.amount, o.currency
@@ -192,6 +172,30 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+// devWebhookTarget is where send-webhook delivers and the secret it signs
+// with: --url, else the running billing dev's (demo.json), else the
+// default; demo.json's secret, else the configuration's first.
+func devWebhookTarget(cmd *cobra.Command, provider string, o sendWebhookOptions) (*demoSeed, string, string, error) {
+	cfg, err := loadConfig(cmd, false)
+	if err != nil {
+		return nil, "", "", err
+	}
+	seed, err := readDemoSeed(o.dir)
+	if err != nil {
+		return nil, "", "", err
+	}
+	base := cmp.Or(strings.TrimRight(o.url, "/"), seed.URL, defaultDevURL)
+	secret := seed.WebhookSecrets[provider]
+	if s := webhookSecrets(cfg)[provider]; secret == "" && len(s) > 0 {
+		secret = s[0]
+	}
+	if secret == "" {
+		return nil, "", "", fmt.Errorf("send-webhook: no %s secret: %s holds none (billing dev was given one) and BILLING_%s_WEBHOOK_SECRET is not set here",
+			provider, filepath.Join(o.dir, "demo.json"), strings.ToUpper(provider))
+	}
+	return seed, base, secret, nil
 }
 
 // delivery is what send-webhook sent and what intake answered.

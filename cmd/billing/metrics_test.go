@@ -26,7 +26,6 @@ import (
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
-	"github.com/fibe-dev/billing/jobs"
 )
 
 // TestMetrics runs `billing web` and `billing worker` as real processes on
@@ -408,7 +407,7 @@ func TestAlertCountersExportedAtZero(t *testing.T) {
 	t.Parallel()
 	cfg, err := load(nil, config.Options{Env: map[string]string{}})
 	require.NoError(t, err)
-	jobs.Registry(newApp(cfg, nil).jobsDeps(nil))
+	registry(newApp(cfg, nil).jobsDeps(nil))
 	families, err := prometheus.DefaultGatherer.Gather()
 	require.NoError(t, err)
 	m := metricSet{}

@@ -14,7 +14,6 @@ import (
 	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/web/httpapi"
-	"github.com/fibe-dev/billing/jobs"
 )
 
 func loadEnv(t *testing.T, env map[string]string) *config.Config {
@@ -91,9 +90,9 @@ func TestProviderOptions(t *testing.T) {
 // provider with an API key.
 func TestWorkerDeclaresPeriodicJobs(t *testing.T) {
 	t.Parallel()
-	_, periodic := jobs.Registry(newApp(loadEnv(t, map[string]string{}), nil).jobsDeps(nil))
+	_, periodic := registry(newApp(loadEnv(t, map[string]string{}), nil).jobsDeps(nil))
 	require.Len(t, periodic, 2, "reaper and sweep; no provider has a key")
-	_, periodic = jobs.Registry(newApp(loadEnv(t, map[string]string{"BILLING_STRIPE_SECRET_KEY": "sk_test_1"}), nil).jobsDeps(nil))
+	_, periodic = registry(newApp(loadEnv(t, map[string]string{"BILLING_STRIPE_SECRET_KEY": "sk_test_1"}), nil).jobsDeps(nil))
 	require.Len(t, periodic, 3, "and Stripe's reconciliation")
 }
 

@@ -37,7 +37,7 @@ func newWorkerCmd() *cobra.Command {
 // runWorker works a's jobs until ctx is done, then stops River: soft stop
 // within the shutdown timeout, then hard stop. The pool outlives the client.
 func runWorker(ctx context.Context, a *app, logger *slog.Logger) error {
-	workers, periodic := jobs.Registry(a.jobsDeps(logger))
+	workers, periodic := registry(a.jobsDeps(logger))
 	client, err := jobs.NewClient(a.pool, jobs.Options{Logger: logger, Workers: workers, PeriodicJobs: periodic,
 		JobTimeout: a.cfg.JobTimeout, RescueStuckJobsAfter: a.cfg.RescueAfter})
 	if err != nil {

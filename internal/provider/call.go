@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 // CheckoutRequest is one hosted checkout to open: our order and its
@@ -52,20 +54,29 @@ type RefundRequest struct {
 }
 
 // Errors of API calls. Compare with errors.Is; *DownError and
-// *RejectedError carry details.
+// *RejectedError carry details. Each a checkout can meet declares its
+// answer to the checkout's client (package errcode).
 var (
 	// ErrDown: the provider kept failing for the whole retry budget.
-	ErrDown = errors.New("provider: unavailable")
+	ErrDown = errcode.New("provider: unavailable", downAnswer)
 	// ErrRejected: the provider refused the request (a 4xx).
-	ErrRejected = errors.New("provider: rejected the request")
+	ErrRejected = errcode.New("provider: rejected the request", errcode.Answer{Status: http.StatusBadGateway,
+		Code: "provider_rejected", Detail: "the payment provider rejected the checkout"})
 	// ErrNotRefundable: the payment cannot be refunded automatically, and
 	// retrying does not help: it is left for an operator.
 	ErrNotRefundable = errors.New("provider: payment cannot be refunded automatically")
 	// ErrPriceMismatch: the provider's catalogue price for the SKU is not
 	// the order's snapshot, a misconfiguration that must not charge.
-	ErrPriceMismatch = errors.New("provider: catalogue price differs from the order's snapshot")
+	ErrPriceMismatch = errcode.New("provider: catalogue price differs from the order's snapshot", misconfigured)
 	// ErrSKUNotConfigured: the SKU lacks the catalogue id the provider needs.
-	ErrSKUNotConfigured = errors.New("provider: sku not configured for provider")
+	ErrSKUNotConfigured = errcode.New("provider: sku not configured for provider", misconfigured)
+)
+
+var (
+	downAnswer = errcode.Answer{Status: http.StatusServiceUnavailable, Code: "provider_down",
+		Detail: "the payment provider is not answering"}
+	misconfigured = errcode.Answer{Status: http.StatusInternalServerError, Code: "checkout_misconfigured",
+		Detail: "this SKU is misconfigured at the payment provider; nothing was charged"}
 )
 
 // DownError is ErrDown with the provider and a suggested wait.
@@ -84,6 +95,13 @@ func (e *DownError) Is(target error) bool { return target == ErrDown }
 
 func (e *DownError) Unwrap() error { return e.Err }
 
+// Answer is ErrDown's, with the provider's wait (at least a second).
+func (e *DownError) Answer() errcode.Answer {
+	a := downAnswer
+	a.RetryAfter = max(e.RetryAfter, time.Second)
+	return a
+}
+
 // RejectedError is ErrRejected with the provider's status and message.
 type RejectedError struct {
 	Provider string
@@ -97,6 +115,12 @@ func (e *RejectedError) Error() string {
 
 // Is makes errors.Is(err, ErrRejected) hold.
 func (e *RejectedError) Is(target error) bool { return target == ErrRejected }
+
+// Answer is ErrRejected's, with the provider's own message.
+func (e *RejectedError) Answer() errcode.Answer {
+	return errcode.Answer{Status: http.StatusBadGateway, Code: "provider_rejected",
+		Detail: e.Provider + " rejected the checkout: " + e.Message}
+}
 
 // transientError is a failure worth another attempt.
 type transientError struct {

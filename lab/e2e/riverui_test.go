@@ -123,7 +123,8 @@ func seedJobs(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (cancelled,
 	mismatch, err := insertOnly.Insert(ctx, fulfillment.FulfillOrderArgs{OrderID: order.ID, EventID: "evt_ui_1", Provider: "stripe",
 		PaidAmount: order.Amount + 1, PaidCurrency: order.Currency}, nil)
 	require.NoError(t, err)
-	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Wallet: wallet.New(pool, wallet.Options{})})
+	workers := river.NewWorkers()
+	fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: pool, Wallet: wallet.New(pool, wallet.Options{})})
 	worker, err := jobs.NewClient(pool, jobs.Options{Workers: workers,
 		Queues: map[string]river.QueueConfig{jobs.QueueFulfillment: {MaxWorkers: 1}}})
 	require.NoError(t, err)

@@ -19,12 +19,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 // keyPrefix makes keys recognisable in logs and secret scanners.
@@ -33,7 +35,8 @@ const keyPrefix = "bk_"
 var (
 	// ErrUnauthorized is a missing, malformed, unknown, revoked or expired
 	// API key.
-	ErrUnauthorized = errors.New("players: unknown, revoked or expired API key")
+	ErrUnauthorized = errcode.New("players: unknown, revoked or expired API key", errcode.Answer{
+		Status: http.StatusUnauthorized, Code: "unauthorized", Detail: "a valid API key is required: Authorization: Bearer <key>"})
 	// ErrInvalidName is an empty or over-long player name.
 	ErrInvalidName = errors.New("players: name must be 1 to 200 characters")
 )

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/domain/names"
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 // Statuses.
@@ -46,8 +48,10 @@ const MaxNameLength = 200
 // enforcer.ErrNotFunded; another player's Marquee, enforcer.ErrNotFound.
 var (
 	// ErrNotFound is a missing playground or another player's.
-	ErrNotFound    = errors.New("playground: not found")
-	ErrInvalidName = errors.New("playground: name must be 1 to 200 printable characters")
+	ErrNotFound    = errcode.New("playground: not found", errcode.NotFound)
+	ErrInvalidName = errcode.New("playground: name must be 1 to 200 printable characters", errcode.Answer{
+		Status: http.StatusBadRequest, Code: "invalid_name", Detail: fmt.Sprintf(
+			"a playground's name must be at most %d printable characters (without one it is %q)", MaxNameLength, DefaultName)})
 )
 
 // DB is a pool, a connection or a transaction (the one DB interface).

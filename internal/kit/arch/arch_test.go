@@ -185,6 +185,7 @@ func TestNothingImportsTheSimulator(t *testing.T) {
 type sourceFile struct {
 	rel  string // slash-separated, from the module root
 	file *ast.File
+	fset *token.FileSet // file's positions
 	// imports maps each name the file uses for an import to its path.
 	imports map[string]string
 }
@@ -218,7 +219,7 @@ func moduleSources(t *testing.T) []sourceFile {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		files = append(files, sourceFile{rel: filepath.ToSlash(rel), file: f, imports: importNames(f)})
+		files = append(files, sourceFile{rel: filepath.ToSlash(rel), file: f, fset: fset, imports: importNames(f)})
 		return nil
 	})
 	require.NoError(t, err)
@@ -290,8 +291,8 @@ func TestOnlyTheRootBuildsAWalletStore(t *testing.T) {
 
 // TestWorkersRegisterOneWay: every package adds its River workers in a
 // Register function of one shape, func(*river.Workers[, options])
-// []*river.PeriodicJob, and jobs.Registry calls every one of them in its
-// one list.
+// []*river.PeriodicJob, and the composition root's registry
+// (cmd/billing/workers.go) calls every one of them in its one list.
 func TestWorkersRegisterOneWay(t *testing.T) {
 	t.Parallel()
 	files := moduleSources(t)
@@ -309,7 +310,7 @@ func TestWorkersRegisterOneWay(t *testing.T) {
 	require.GreaterOrEqual(t, len(registers), 6, "the domain packages' and the no-op job's Register")
 	called := registryCalls(t, files)
 	for r := range registers {
-		require.True(t, called[r], "jobs.Registry does not call %s", r)
+		require.True(t, called[r], "cmd/billing's registry does not call %s", r)
 	}
 }
 
@@ -351,26 +352,21 @@ func typeIs(f sourceFile, expr ast.Expr, prefix, path, name string) bool {
 	return ok && f.imports[x.Name] == path && sel.Sel.Name == name
 }
 
-// registryCalls are the functions jobs.Registry calls, as "pkgpath.Func"
-// (its own package's too).
+// registryCalls are the functions the composition root's registry
+// (func registry in cmd/billing/workers.go) calls, as "pkgpath.Func".
 func registryCalls(t *testing.T, files []sourceFile) map[string]bool {
 	t.Helper()
 	called := map[string]bool{}
 	for _, f := range files {
-		if filepath.Dir(f.rel) != "jobs" {
+		if f.rel != "cmd/billing/workers.go" {
 			continue
 		}
 		for _, decl := range f.file.Decls {
-			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Name.Name == "Registry" && fn.Recv == nil {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Name.Name == "registry" && fn.Recv == nil {
 				ast.Inspect(fn.Body, func(n ast.Node) bool {
-					switch c := n.(type) {
-					case *ast.SelectorExpr:
+					if c, ok := n.(*ast.SelectorExpr); ok {
 						if x, ok := c.X.(*ast.Ident); ok && f.imports[x.Name] != "" {
 							called[f.imports[x.Name]+"."+c.Sel.Name] = true
-						}
-					case *ast.CallExpr:
-						if id, ok := c.Fun.(*ast.Ident); ok {
-							called[module+"/jobs."+id.Name] = true
 						}
 					}
 					return true
@@ -378,8 +374,76 @@ func registryCalls(t *testing.T, files []sourceFile) map[string]bool {
 			}
 		}
 	}
-	require.NotEmpty(t, called, "jobs.Registry was found")
+	require.NotEmpty(t, called, "cmd/billing/workers.go's registry was found")
 	return called
+}
+
+// TestOnlyTheRootRegistersWorkers: no package below cmd builds a worker
+// bundle of other packages' workers (a second composition root): each
+// package's Register adds its own, and only cmd/billing calls the
+// Register functions of several (test helpers aside).
+func TestOnlyTheRootRegistersWorkers(t *testing.T) {
+	t.Parallel()
+	files := moduleSources(t)
+	registers := map[string]bool{}
+	for _, f := range files {
+		f.calls("github.com/riverqueue/river", "AddWorker", func(in *ast.FuncDecl, _ token.Pos) {
+			if in != nil && in.Recv == nil {
+				registers[module+"/"+filepath.ToSlash(filepath.Dir(f.rel))+"."+in.Name.Name] = true
+			}
+		})
+	}
+	for _, f := range files {
+		if f.testHelper() || strings.HasPrefix(f.rel, "cmd/") {
+			continue
+		}
+		for _, path := range f.imports {
+			for r := range registers {
+				if fn, ok := strings.CutPrefix(r, path+"."); ok {
+					f.calls(path, fn, func(_ *ast.FuncDecl, _ token.Pos) {
+						t.Errorf("%s calls %s.%s: only cmd/billing registers other packages' workers", f.rel, path, fn)
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestWebLinksNoWorkerRuntime: the HTTP API inserts jobs through River's
+// own client type; building it links neither the worker runtime (package
+// jobs, whose Deps name every worker's needs) nor a package that is only
+// workers (reconciliation), nor the composition root.
+func TestWebLinksNoWorkerRuntime(t *testing.T) {
+	t.Parallel()
+	for _, d := range find(t, "internal/web/httpapi").Deps {
+		for _, bad := range []string{module + "/jobs", module + "/internal/payments/reconcile", module + "/cmd/"} {
+			require.False(t, d == bad || strings.HasPrefix(d, bad), "internal/web/httpapi depends on %s", d)
+		}
+	}
+}
+
+// maxFuncLines bounds a function's body in the service: a longer one does
+// several things, and reads better as the functions it is made of.
+const maxFuncLines = 60
+
+// TestNoFunctionOver60Lines: no function or method of the service (its
+// non-test files; the lab is a module of its own) has a body of more than
+// maxFuncLines lines, braces aside.
+func TestNoFunctionOver60Lines(t *testing.T) {
+	t.Parallel()
+	for _, f := range moduleSources(t) {
+		for _, decl := range f.file.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			lines := f.fset.Position(fn.Body.Rbrace).Line - f.fset.Position(fn.Body.Lbrace).Line - 1
+			if lines > maxFuncLines {
+				t.Errorf("%s:%d: %s's body is %d lines, over %d: split it", f.rel, f.fset.Position(fn.Pos()).Line,
+					fn.Name.Name, lines, maxFuncLines)
+			}
+		}
+	}
 }
 
 // TestOnlyDevReachesTheDevCheckout: the simulated checkout (package

@@ -18,14 +18,17 @@ package checkout
 
 import (
 	"context"
-	"errors"
+	"net/http"
 
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // ErrProviderUnavailable: the provider cannot open checkouts here (it has
 // no API key configured). Compare with errors.Is.
-var ErrProviderUnavailable = errors.New("checkout: provider not configured")
+var ErrProviderUnavailable = errcode.New("checkout: provider not configured", errcode.Answer{
+	Status: http.StatusUnprocessableEntity, Code: "provider_unavailable",
+	Detail: "this payment provider is not available: it has no API key configured"})
 
 // Opener opens one provider's hosted checkouts (a provider driver, or
 // `billing dev`'s simulated page, package devcheckout).

@@ -161,7 +161,12 @@ func newSystem(t *testing.T) *system {
 	srv := httptest.NewServer(telemetry.HTTPHandler(s))
 	t.Cleanup(srv.Close)
 
-	workers, _ := jobs.Registry(jobs.Deps{Pool: pool, Wallet: wallets, Logger: quiet, Providers: providers})
+	// The jobs the traced calls enqueue, registered as cmd/billing's
+	// registry registers them: fulfilment and funding.
+	workers := river.NewWorkers()
+	fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: pool, Wallet: wallets, Logger: quiet,
+		Refunders: provider.Select[fulfillment.Refunder](providers)})
+	enforcer.Register(workers, enforcer.WorkerOptions{Service: enforcer.New(pool, wallets, enforcer.Options{Logger: quiet})})
 	small := river.QueueConfig{MaxWorkers: 2}
 	worker, err := jobs.NewClient(pool, jobs.Options{Logger: quiet, Workers: workers, ID: t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},

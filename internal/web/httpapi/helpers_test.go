@@ -23,6 +23,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/domain/playground"
 	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
@@ -129,11 +130,16 @@ func fakeProviders(t *testing.T, set *setup) *providerfake.Server {
 	return fake
 }
 
-// startWorker works the env's jobs (no periodic jobs) with the env's clock.
+// startWorker works the jobs the API inserts (no periodic jobs) with the
+// env's clock, registered as cmd/billing's registry registers them.
 func (e *env) startWorker() {
 	e.t.Helper()
-	workers, _ := jobs.Registry(jobs.Deps{Pool: e.pool, Wallet: e.wallets, Logger: quiet, Now: e.clock.Now, Providers: e.providers,
-		Enforcer: enforcer.Options{TZ: e.opts.TZ}})
+	workers := river.NewWorkers()
+	fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: e.pool, Wallet: e.wallets, Logger: quiet, Now: e.clock.Now,
+		Refunders: provider.Select[fulfillment.Refunder](e.providers)})
+	playground.Register(workers, playground.WorkerOptions{Pool: e.pool, Now: e.clock.Now})
+	enforcer.Register(workers, enforcer.WorkerOptions{Service: enforcer.New(e.pool, e.wallets,
+		enforcer.Options{TZ: e.opts.TZ, Now: e.clock.Now, Logger: quiet})})
 	small := river.QueueConfig{MaxWorkers: 4}
 	client, err := jobs.NewClient(e.pool, jobs.Options{Logger: quiet, Workers: workers, ID: e.t.Name(),
 		Queues:            map[string]river.QueueConfig{jobs.QueueDefault: small, jobs.QueueFunding: small, jobs.QueueFulfillment: small},

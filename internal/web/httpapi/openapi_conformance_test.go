@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -261,10 +262,12 @@ func TestOpenAPIConformanceRateLimited(t *testing.T) {
 var operationalCodes = []string{CodeCrossSiteRequest, CodeJSONRequired, "database_unreachable"}
 
 // TestOpenAPIListsEveryErrorCode reads the packages whose problems reach
-// the API (this one, webhook intake, the idempotency middleware) and checks
-// that every code they can write is in the document's ErrorCode enum: the
-// Code* constants, the codes passed to problem.Write, and the codes
-// assigned or returned next to a status.
+// the API (this one, webhook intake, the idempotency middleware, package
+// problem, and every package that declares its errors' answers with
+// errcode) and checks that every code they can write is in the document's
+// ErrorCode enum: the Code* constants, the codes passed to problem.Write,
+// the codes of errcode.Answer literals, and the codes assigned or returned
+// next to a status.
 func TestOpenAPIListsEveryErrorCode(t *testing.T) {
 	t.Parallel()
 	doc := loadDoc(t, "http://127.0.0.1")
@@ -273,17 +276,56 @@ func TestOpenAPIListsEveryErrorCode(t *testing.T) {
 		documented = append(documented, v.(string))
 	}
 	codes := map[string]string{}
-	for _, dir := range []string{".", "../../payments/webhook", "../idempotency"} {
+	for _, dir := range answeringDirs(t) {
 		emittedCodes(t, dir, codes)
 	}
 	require.Contains(t, codes, CodeOutstandingDebt, "the source walk found too little")
 	require.Contains(t, codes, "bad_signature", "the source walk found too little")
+	for _, c := range exportedErrors {
+		require.Contains(t, codes, c.want.code, "the source walk missed %s's code", c.name)
+	}
 	for code, where := range codes {
 		if slices.Contains(operationalCodes, code) {
 			continue
 		}
 		require.Contains(t, documented, code, "code %q (%s) is not in api/openapi.yaml's ErrorCode enum", code, where)
 	}
+}
+
+// answeringDirs are the directories whose code can write a problem: the
+// web packages that write them, package errcode (its shared answers) and
+// every directory of the service with a non-test file that imports errcode
+// (the domains declaring their errors' answers).
+func answeringDirs(t *testing.T) []string {
+	t.Helper()
+	root := filepath.Join("..", "..", "..")
+	dirs := []string{".", "../../payments/webhook", "../idempotency", "../problem", "../../platform/errcode"}
+	seen := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "lab") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || seen[filepath.Dir(path)] {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"github.com/fibe-dev/billing/internal/platform/errcode"` {
+				seen[filepath.Dir(path)] = true
+				dirs = append(dirs, filepath.Dir(path))
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, len(seen), 8, "the walk found the packages that declare answers")
+	return dirs
 }
 
 // emittedCodes adds to out the error codes written in dir's non-test Go
@@ -330,8 +372,8 @@ func codeConsts(f *ast.File) map[string]string {
 }
 
 // codeLiterals are the codes node n writes: a Code* constant's value, the
-// code argument of problem.Write, a literal assigned to code, an apiError's
-// code field, or the second value of statusOf's returns.
+// code argument of problem.Write, a literal assigned to code, the Code
+// field of an errcode.Answer (or any literal's code field).
 func codeLiterals(n ast.Node, consts map[string]string) []string {
 	var exprs []ast.Expr
 	switch n := n.(type) {
@@ -352,12 +394,8 @@ func codeLiterals(n ast.Node, consts map[string]string) []string {
 			}
 		}
 	case *ast.KeyValueExpr:
-		if id, ok := n.Key.(*ast.Ident); ok && id.Name == "code" {
+		if id, ok := n.Key.(*ast.Ident); ok && (id.Name == "code" || id.Name == "Code") {
 			exprs = append(exprs, n.Value)
-		}
-	case *ast.ReturnStmt:
-		if len(n.Results) == 3 {
-			exprs = append(exprs, n.Results[1])
 		}
 	}
 	var out []string

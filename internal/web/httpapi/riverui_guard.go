@@ -15,10 +15,10 @@ const (
 )
 
 var (
-	errCrossSite = &apiError{status: http.StatusForbidden, code: CodeCrossSiteRequest,
-		detail: "a state-changing River UI request must come from the River UI's own origin"}
-	errJSONRequired = &apiError{status: http.StatusForbidden, code: CodeJSONRequired,
-		detail: "a state-changing River UI request must carry a JSON body (Content-Type: application/json)"}
+	errCrossSite = newError(http.StatusForbidden, CodeCrossSiteRequest,
+		"a state-changing River UI request must come from the River UI's own origin")
+	errJSONRequired = newError(http.StatusForbidden, CodeJSONRequired,
+		"a state-changing River UI request must carry a JSON body (Content-Type: application/json)")
 )
 
 // riverUIGuard refuses cross-site requests that would change jobs or
@@ -50,11 +50,8 @@ func riverUIGuard(next http.Handler) http.Handler {
 	})
 }
 
-// refuse answers err as problem+json through the one error mapping.
-func refuse(w http.ResponseWriter, err error) {
-	status, code, detail := statusOf(err)
-	problem.Write(w, status, code, detail)
-}
+// refuse answers err with the answer it declares.
+func refuse(w http.ResponseWriter, err error) { problem.WriteAnswer(w, problem.AnswerOf(err)) }
 
 func isSafeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions

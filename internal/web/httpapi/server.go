@@ -13,6 +13,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/riverqueue/river"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,15 +26,17 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/web/problem"
-	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
 
 // Options are the web process's dependencies. cmd/billing builds them
 // from the configuration; tests build them by hand.
 type Options struct {
-	Pool  *pgxpool.Pool
-	River *jobs.Client // insert-only is enough
+	Pool *pgxpool.Pool
+	// River inserts the API's jobs: an insert-only client (package jobs
+	// builds it) is enough. The API names River's own type, so that
+	// building the web process links no worker registry.
+	River *river.Client[pgx.Tx]
 	// Wallet is the program's one wallet store (required): the /v1 routes
 	// read and post through it.
 	Wallet *wallet.Store

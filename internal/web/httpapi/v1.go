@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/jackc/pgx/v5"
@@ -25,7 +27,6 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/web/idempotency"
 	"github.com/fibe-dev/billing/internal/web/strictjson"
-	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -35,7 +36,7 @@ const maxBodyBytes = 64 << 10
 // api holds the /v1 handlers' dependencies.
 type api struct {
 	pool    *pgxpool.Pool
-	river   *jobs.Client
+	river   *river.Client[pgx.Tx]
 	wallets *wallet.Store
 	plans   map[string]enforcer.Plan
 	tz      *time.Location
@@ -140,8 +141,7 @@ func requireJSON(r *http.Request) error {
 	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
-		detail: "Content-Type must be application/json"}
+	return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
 }
 
 // decode reads a JSON object into dst with the one strict reader

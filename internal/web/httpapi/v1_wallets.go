@@ -91,7 +91,7 @@ func (a *api) listTransactions(w http.ResponseWriter, r *http.Request, player in
 // createConversion converts Mana into Sparks, one way. The wallet's key is
 // derived from the request's Idempotency-Key, so both legs happen once. The
 // wallet refuses a player who owes Mana (*wallet.OutstandingDebtError,
-// before the balance); statusOf maps it.
+// before the balance), and that error declares its answer.
 func (a *api) createConversion(w http.ResponseWriter, r *http.Request, tx pgx.Tx, player int64) error {
 	var body struct {
 		Mana int64 `json:"mana"`

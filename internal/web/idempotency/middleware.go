@@ -291,26 +291,9 @@ func (r *recorder) response() *Response {
 	return &Response{Status: status, Header: r.header.Clone(), Body: bytes.Clone(r.body.Bytes())}
 }
 
-// defaultWriteError answers application/problem+json; httpapi supplies its
-// own writer so these codes come from its one error map.
+// defaultWriteError answers err with the answer it declares (store.go's
+// errors declare theirs); httpapi supplies its own writer, which adds
+// what depends on the request.
 func defaultWriteError(w http.ResponseWriter, _ *http.Request, err error) {
-	status, code := http.StatusInternalServerError, "internal"
-	switch {
-	case errors.Is(err, ErrInvalidKey):
-		status, code = http.StatusBadRequest, "invalid_idempotency_key"
-	case errors.Is(err, ErrInUse):
-		status, code = http.StatusConflict, "idempotency_key_in_use"
-		problem.SetRetryAfter(w, time.Second)
-	case errors.Is(err, ErrReused):
-		status, code = http.StatusUnprocessableEntity, "idempotency_key_reused"
-	case errors.Is(err, ErrBodyTooLarge):
-		status, code = http.StatusRequestEntityTooLarge, "body_too_large"
-	case errors.Is(err, ErrBodyTimeout):
-		status, code = http.StatusRequestTimeout, "body_timeout"
-	case errors.Is(err, ErrBodyIncomplete):
-		status, code = http.StatusBadRequest, "incomplete_body"
-	case errors.Is(err, durable.ErrNotDurable):
-		status, code = http.StatusServiceUnavailable, "not_durable"
-	}
-	problem.Write(w, status, code, err.Error())
+	problem.WriteAnswer(w, problem.AnswerOf(err))
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 const (
@@ -55,16 +56,31 @@ const (
 	DefaultLockTimeout = time.Minute
 )
 
-// Errors. The middleware hands them to Options.WriteError.
+// Errors, each with its answer (package errcode). The middleware hands
+// them to Options.WriteError.
 var (
-	ErrInvalidKey   = errors.New("idempotency: key must be 1 to 255 printable ASCII characters")
-	ErrInUse        = errors.New("idempotency: key is in use by a request that is still running")
-	ErrReused       = errors.New("idempotency: key was used for a different request")
-	ErrBodyTooLarge = errors.New("idempotency: request body too large")
+	ErrInvalidKey = errcode.New("idempotency: key must be 1 to 255 printable ASCII characters", errcode.Answer{
+		Status: http.StatusBadRequest, Code: "invalid_idempotency_key",
+		Detail: "Idempotency-Key must be 1 to 255 printable ASCII characters, quoted or bare"})
+	// ErrInUse: the first request is still running, and most finish well
+	// within a second.
+	ErrInUse = errcode.New("idempotency: key is in use by a request that is still running", errcode.Answer{
+		Status: http.StatusConflict, Code: "idempotency_key_in_use",
+		Detail: "a request with this Idempotency-Key is still running; retry later", RetryAfter: time.Second})
+	ErrReused = errcode.New("idempotency: key was used for a different request", errcode.Answer{
+		Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
+		Detail: "this Idempotency-Key was used for a different request"})
+	ErrBodyTooLarge = errcode.New("idempotency: request body too large", errcode.Answer{
+		Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Detail: "request body too large"})
 	// ErrBodyIncomplete and ErrBodyTimeout are a body the client cut short
-	// or sent too slowly: the client's fault (4xx), not the server's.
-	ErrBodyIncomplete = errors.New("idempotency: request body ended early")
-	ErrBodyTimeout    = errors.New("idempotency: request body timed out")
+	// or sent too slowly: the client's fault (4xx), not the server's. They
+	// wrap the read's failure, whose own answer (a lost connection, a
+	// deadline) is not the client's.
+	ErrBodyIncomplete = errcode.New("idempotency: request body ended early", errcode.Answer{
+		Status: http.StatusBadRequest, Code: "incomplete_body", Detail: "the request body ended early; nothing was done"})
+	ErrBodyTimeout = errcode.New("idempotency: request body timed out", errcode.Answer{
+		Status: http.StatusRequestTimeout, Code: "body_timeout",
+		Detail: "the request body did not arrive in time; nothing was done"})
 	// ErrNoPlayer means the middleware ran on an unauthenticated request: a
 	// wiring bug, answered as a 500.
 	ErrNoPlayer = errors.New("idempotency: no authenticated player on the request")

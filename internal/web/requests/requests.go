@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 // Statuses of a request.
@@ -28,10 +30,11 @@ const (
 // Errors. Compare with errors.Is.
 var (
 	// ErrNotFound: no such request, or another player's.
-	ErrNotFound = errors.New("requests: no such request")
+	ErrNotFound = errcode.New("requests: no such request", errcode.NotFound)
 	// ErrExpired: the request's job was deleted after River's retention
 	// (24 h for completed jobs); the request can no longer be reported.
-	ErrExpired = errors.New("requests: this request is too old to be reported")
+	ErrExpired = errcode.New("requests: this request is too old to be reported", errcode.Answer{
+		Status: http.StatusNotFound, Code: "not_found", Detail: "this request is too old to be reported"})
 )
 
 // Request is one accepted piece of work as its caller sees it.
