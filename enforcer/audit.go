@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // FundingViolation is a breach of invariant 4 (docs/contract.md): at most one
@@ -37,11 +39,12 @@ var fundingChecks = []struct{ name, sql string }{
 	{"debit_is_price", `SELECT m.id, format('debit %s of %s, price %s', w.id, w.amount, m.daily_price)
 		FROM wallet_transactions w JOIN marquees m ON m.id = ` + refMarqueeID + `
 		WHERE w.kind = 'funding' AND w.reference = 'marquee:' || m.id || ':' || split_part(w.reference, ':', 3)
-			AND (w.amount <> -m.daily_price OR w.player_id <> m.player_id OR w.idempotency_key <> w.reference || ':funding')`},
+			AND (w.amount <> -m.daily_price OR w.player_id <> m.player_id
+				OR w.idempotency_key <> ` + wallet.SQLFundingKey("m.id", "split_part(w.reference, ':', 3)") + `)`},
 	{"paid_through_backed", `SELECT m.id, format('paid through %s without a debit for that day', m.paid_through)
 		FROM marquees m WHERE m.paid_through IS NOT NULL AND NOT EXISTS (
-			SELECT 1 FROM wallet_transactions w WHERE w.idempotency_key = 'marquee:' || m.id || ':' ||
-			to_char((m.paid_through - interval '1 microsecond') AT TIME ZONE $1, 'YYYY-MM-DD') || ':funding')`},
+			SELECT 1 FROM wallet_transactions w WHERE w.idempotency_key = ` +
+		wallet.SQLFundingKey("m.id", "to_char((m.paid_through - interval '1 microsecond') AT TIME ZONE $1, 'YYYY-MM-DD')") + `)`},
 }
 
 // AuditFunding checks invariant 4 over the whole database; tz is the

@@ -3,6 +3,8 @@ package fulfillment
 import (
 	"context"
 	"fmt"
+
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // Violation is one broken fulfillment invariant.
@@ -28,22 +30,22 @@ func (v Violation) String() string {
 var auditChecks = []auditCheck{
 	{5, "fulfilled_without_its_credit", `
 SELECT o.id, format('status fulfilled, wallet transaction %s, key %s holds %s',
-	coalesce(o.wallet_transaction_id::text, 'none'), 'order:' || o.id || ':fulfilment',
+	coalesce(o.wallet_transaction_id::text, 'none'), ` + wallet.SQLFulfilmentKey("o.id") + `,
 	coalesce(t.amount::text || ' ' || t.currency || ' for player ' || t.player_id, 'nothing'))
 FROM orders o
-LEFT JOIN wallet_transactions t ON t.idempotency_key = 'order:' || o.id || ':fulfilment'
+LEFT JOIN wallet_transactions t ON t.idempotency_key = ` + wallet.SQLFulfilmentKey("o.id") + `
 WHERE o.status = 'fulfilled' AND (t.id IS NULL OR t.id IS DISTINCT FROM o.wallet_transaction_id
 	OR t.amount <> o.mana OR t.currency <> 'mana' OR t.player_id <> o.player_id)`},
 	{5, "credit_without_fulfilled_order", `
 SELECT coalesce(o.id, 0), format('wallet transaction %s under key %s, order status %s',
 	t.id, t.idempotency_key, coalesce(o.status, 'missing'))
 FROM wallet_transactions t
-LEFT JOIN orders o ON t.idempotency_key = 'order:' || o.id || ':fulfilment'
-WHERE t.idempotency_key LIKE 'order:%:fulfilment' AND (o.id IS NULL OR o.status <> 'fulfilled')`},
+LEFT JOIN orders o ON t.idempotency_key = ` + wallet.SQLFulfilmentKey("o.id") + `
+WHERE ` + wallet.SQLIsFulfilmentKey("t.idempotency_key") + ` AND (o.id IS NULL OR o.status <> 'fulfilled')`},
 	{5, "purchase_outside_an_order", `
 SELECT 0, format('wallet transaction %s of kind purchase under key %s', t.id, t.idempotency_key)
 FROM wallet_transactions t
-WHERE t.kind = 'purchase' AND t.idempotency_key NOT LIKE 'order:%:fulfilment'`},
+WHERE t.kind = 'purchase' AND NOT ` + wallet.SQLIsFulfilmentKey("t.idempotency_key")},
 	{5, "fulfilled_without_matching_payment", `
 SELECT o.id, format('no claimed event paid %s %s for it', o.amount, o.currency)
 FROM orders o

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // paymentChecks are invariants 7 to 9 of the design as queries whose only
@@ -45,9 +46,9 @@ WHERE o.clawed_back_mana <> p.clawed_back_mana`},
 SELECT p.order_id, format('payment %s %s: clawback Mana debits sum to %s, minted %s', p.provider, p.payment_id, t.taken, p.mana_minted)
 FROM payments p
 CROSS JOIN LATERAL (SELECT coalesce(-sum(amount), 0) AS taken FROM wallet_transactions
-	WHERE idempotency_key LIKE 'payment:' || p.id || ':%' AND kind = 'clawback' AND currency = 'mana') t
+	WHERE idempotency_key LIKE ` + wallet.SQLReversalPrefix("p.id") + ` || '%' AND kind = 'clawback' AND currency = 'mana') t
 LEFT JOIN LATERAL (SELECT coalesce(sum(amount), 0) AS back FROM wallet_transactions
-	WHERE idempotency_key LIKE 'payment:' || p.id || ':%' AND kind = 'clawback_reversal') b ON true
+	WHERE idempotency_key LIKE ` + wallet.SQLReversalPrefix("p.id") + ` || '%' AND kind = 'clawback_reversal') b ON true
 WHERE t.taken - b.back > p.mana_minted`},
 	{9, "give_back_vs_forgiveness", giveBackVsForgivenessSQL},
 	{9, "debt_vs_receivable", `
@@ -175,7 +176,7 @@ func truthChecksFor(tables []provider.StateTable) []auditCheck {
 
 // isRecoveryLeg is the SQL of a debt_write_off leg t that recovered a
 // write-off out of Mana given back (<step key>:back:write_off).
-const isRecoveryLeg = `t.idempotency_key LIKE 'payment:%' AND right(t.idempotency_key, 15) = ':back:write_off'`
+var isRecoveryLeg = wallet.SQLIsRecovery("t.idempotency_key")
 
 // giveBackVsForgivenessSQL recomputes, for every give-back of a payment
 // (<step key>:back), what it had to recover as of just before it:
@@ -183,17 +184,17 @@ const isRecoveryLeg = `t.idempotency_key LIKE 'payment:%' AND right(t.idempotenc
 // earlier give-backs recovered, Mana forgiven since that payment's first
 // debt minus Mana recovered since), and reports any recovery that differs,
 // whichever way.
-const giveBackVsForgivenessSQL = `
+var giveBackVsForgivenessSQL = `
 WITH g AS (
 	SELECT t.id, t.player_id, t.wallet_id, t.amount, t.idempotency_key AS key,
-		'payment:' || split_part(t.idempotency_key, ':', 2) || ':' AS prefix
+		` + wallet.SQLReversalPrefix("split_part(t.idempotency_key, ':', 2)") + ` AS prefix
 	FROM wallet_transactions t
-	WHERE t.kind = 'clawback_reversal' AND t.idempotency_key LIKE 'payment:%' AND right(t.idempotency_key, 5) = ':back')
+	WHERE t.kind = 'clawback_reversal' AND ` + wallet.SQLIsGivenBack("t.idempotency_key") + `)
 SELECT g.player_id, format('%s gave back %s Mana and recovered %s of the debt forgiven since its payment''s clawbacks opened %s; it had to recover %s',
 	g.key, g.amount, r.got, m.debt, w.want)
 FROM g
 CROSS JOIN LATERAL (SELECT coalesce(-sum(amount), 0) AS got FROM wallet_transactions
-	WHERE idempotency_key = g.key || ':write_off' AND kind = 'debt_write_off') r
+	WHERE idempotency_key = ` + wallet.SQLRecoveryKey("g.key") + ` AND kind = 'debt_write_off') r
 CROSS JOIN LATERAL (SELECT min(t.id) FILTER (WHERE t.kind = 'debt') AS first,
 		coalesce(sum(t.amount) FILTER (WHERE t.kind = 'debt'), 0) AS debt,
 		coalesce(-sum(t.amount) FILTER (WHERE t.kind = 'debt_write_off' AND ` + isRecoveryLeg + `), 0) AS recovered

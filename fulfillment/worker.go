@@ -144,12 +144,6 @@ func NewWorker(opts WorkerOptions) *Worker {
 	}
 }
 
-// FulfilmentKey is the wallet idempotency key of an order's Mana credit:
-// whatever happens around it, one order mints at most once.
-func FulfilmentKey(orderID int64) string {
-	return wallet.FulfilmentKey(orderID).String()
-}
-
 // Work fulfils one order in one transaction: lock, check, credit, mark,
 // complete the job, commit.
 func (w *Worker) Work(ctx context.Context, job *river.Job[FulfillOrderArgs]) error {

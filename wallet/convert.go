@@ -13,9 +13,20 @@ import (
 // reverse: Sparks never turn back into Mana. A player who owes Mana (a
 // clawback's debt) may not convert: *OutstandingDebtError, checked before
 // the balance. A replay answers the stored conversion whatever is owed now.
+// Its one statement commits through durable.Do, as Post's does.
 func (s *Store) Convert(ctx context.Context, p ConvertParams) (*Conversion, error) {
 	start := time.Now()
-	c, err := s.convert(ctx, nil, p)
+	var c *Conversion
+	debit, credit, err := s.legs(p)
+	if err == nil {
+		err = s.autocommit(ctx, func(on *Store) (err error) {
+			c, err = on.convertLegs(ctx, nil, debit, credit)
+			return err
+		})
+	}
+	if err != nil {
+		c = nil
+	}
 	observe(KindConversion, start, c != nil && c.Replayed, err)
 	return c, err
 }
@@ -58,6 +69,12 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Conve
 	if err != nil {
 		return nil, err
 	}
+	return s.convertLegs(ctx, tx, debit, credit)
+}
+
+// convertLegs applies a conversion's validated legs: in autocommit on
+// s.pool when tx is nil, else in tx.
+func (s *Store) convertLegs(ctx context.Context, tx pgx.Tx, debit, credit leg) (*Conversion, error) {
 	a, err := s.apply(ctx, tx, conversionStatement, append(debit.args(), credit.args()...))
 	switch {
 	case err == nil && a.debt > 0:

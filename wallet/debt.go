@@ -238,7 +238,7 @@ func (s *Store) CreditSettlingTx(ctx context.Context, tx pgx.Tx, p PostParams) (
 	}
 	n := min(owed, t.BalanceAfter)
 	if _, err := s.DebitTx(ctx, tx, PostParams{PlayerID: p.PlayerID, Currency: Mana, Amount: n,
-		Kind: KindDebtSettlement, Reference: p.Reference, IdempotencyKey: p.IdempotencyKey.leg(settleSuffix),
+		Kind: KindDebtSettlement, Reference: p.Reference, IdempotencyKey: p.IdempotencyKey.Settlement(),
 		Account: AccountReceivable}); err != nil {
 		return nil, 0, err
 	}

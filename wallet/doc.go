@@ -8,8 +8,10 @@
 // idempotency key. It is ONE SQL statement (a data-modifying CTE, built in
 // statement.go from a row source and the one tail that writes the
 // transactions and their ledger entries), so Post is one round trip in
-// autocommit (a single statement is its own transaction) and PostTx one
-// pipelined batch (SAVEPOINT, statement, RELEASE):
+// autocommit (a single statement is its own transaction, committed
+// through durable.Do like every acknowledging commit of billing, so one
+// no synchronous standby confirmed is refused with durable.ErrNotDurable)
+// and PostTx one pipelined batch (SAVEPOINT, statement, RELEASE):
 //
 //  1. The key check is the statement's first CTE, an indexed SELECT by key.
 //     When the key already has a transaction, an uncorrelated NOT EXISTS

@@ -3,7 +3,6 @@ package wallet
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -44,16 +43,6 @@ type GivenBack struct {
 	Replayed  bool
 }
 
-// ReversalPrefix is the key prefix of every reversal step of payment
-// paymentID (see ReversalKey).
-func ReversalPrefix(paymentID int64) string {
-	return "payment:" + strconv.FormatInt(paymentID, 10) + ":"
-}
-
-// recoverySuffix (15 bytes) ends the key of the leg that recovers a write-off out of
-// Mana given back: <step key>:back:write_off.
-const recoverySuffix = givenBackSuffix + writeOffSuffix
-
 // GiveBackTx credits p.Mana back to the player inside tx under
 // <p.Key>:back, recovers first what a forgiveness wrote off of the debts
 // p.Clawbacks opened, then settles the player's open debt out of the
@@ -80,7 +69,7 @@ func (s *Store) GiveBackTx(ctx context.Context, tx pgx.Tx, p GiveBackParams) (*G
 	balance := t.BalanceAfter
 	if g.Recovered > 0 {
 		r, err := s.DebitTx(ctx, tx, PostParams{PlayerID: p.PlayerID, Currency: Mana, Amount: g.Recovered,
-			Kind: KindDebtWriteOff, Reference: "write-off recovered: " + p.Reference, IdempotencyKey: back.leg(writeOffSuffix),
+			Kind: KindDebtWriteOff, Reference: "write-off recovered: " + p.Reference, IdempotencyKey: back.recovery(),
 			Account: AccountBadDebt})
 		if err != nil {
 			return nil, err
@@ -89,7 +78,7 @@ func (s *Store) GiveBackTx(ctx context.Context, tx pgx.Tx, p GiveBackParams) (*G
 	}
 	if g.Settled = min(owed, balance); g.Settled > 0 {
 		if _, err := s.DebitTx(ctx, tx, PostParams{PlayerID: p.PlayerID, Currency: Mana, Amount: g.Settled,
-			Kind: KindDebtSettlement, Reference: p.Reference, IdempotencyKey: back.leg(settleSuffix),
+			Kind: KindDebtSettlement, Reference: p.Reference, IdempotencyKey: back.Settlement(),
 			Account: AccountReceivable}); err != nil {
 			return nil, err
 		}
@@ -104,7 +93,7 @@ func (s *Store) GiveBackTx(ctx context.Context, tx pgx.Tx, p GiveBackParams) (*G
 // of one payment's reversal steps, what a give-back of it may recover
 // (before capping at what is given back). RecoverableSQL in the audit
 // spells the same rule per give-back.
-const recoverableSQL = `
+var recoverableSQL = `
 WITH w AS (SELECT id FROM wallets WHERE player_id = $1 AND currency = 'mana'),
 mine AS (SELECT min(t.id) FILTER (WHERE t.kind = 'debt') AS first,
 		coalesce(sum(t.amount) FILTER (WHERE t.kind = 'debt'), 0) AS debt,
@@ -119,7 +108,7 @@ FROM mine`
 
 // isRecovery is the SQL of a debt_write_off leg t that recovered a
 // write-off out of Mana given back (not a forgiveness's own legs).
-const isRecovery = `t.idempotency_key LIKE 'payment:%' AND right(t.idempotency_key, 15) = '` + recoverySuffix + `'`
+var isRecovery = SQLIsRecovery("t.idempotency_key")
 
 func recoverable(ctx context.Context, tx pgx.Tx, playerID int64, clawbacks string) (int64, error) {
 	var n int64

@@ -17,10 +17,15 @@ package wallet
 //	K:settle                        the debt a Mana credit settles
 //	K:write_off, K:receivable       a forgiveness's two legs
 //	K:back                          Mana a reversal step gives back
+//	K:back:write_off                the write-off that Mana given back recovers
+//	K:back:settle                   the debt that Mana given back settles
 //
 // The api and operator forms end in the caller's key; when that would
 // leave no room for the legs, they end in /sha256:<hex of the key> instead
 // (no purpose holds a '/', so the two forms never meet).
+//
+// Queries name these keys through the SQL fragments of keys_sql.go, never
+// with a spelling of their own.
 
 import (
 	"crypto/sha256"
@@ -70,6 +75,22 @@ const (
 	writeOffSuffix     = ":write_off"
 	receivableSuffix   = ":receivable"
 	givenBackSuffix    = ":back"
+	// recoverySuffix (15 bytes) ends the key of the leg that recovers a
+	// write-off out of Mana given back: <step key>:back:write_off.
+	recoverySuffix = givenBackSuffix + writeOffSuffix
+)
+
+// The namespaces of the keys the system derives, and the parts of their
+// forms that are fixed.
+const (
+	orderPrefix      = "order:"
+	fulfilmentSuffix = ":fulfilment"
+	paymentPrefix    = "payment:"
+	marqueePrefix    = "marquee:"
+	fundingSuffix    = ":funding"
+	apiPrefix        = "api:"
+	operatorPrefix   = "operator:"
+	hashedSeparator  = "/sha256:"
 )
 
 // namespace is a reserved part of the key space and what it is kept for.
@@ -77,11 +98,11 @@ type namespace struct{ spelling, use string }
 
 // reservedPrefixes start the keys the system derives.
 var reservedPrefixes = []namespace{
-	{"order:", "an order's fulfilment, order:<order id>:fulfilment"},
-	{"payment:", "a payment's reversal steps, payment:<payment>:<step>:<reversal id>"},
-	{"marquee:", "a Marquee's daily funding, marquee:<marquee id>:<day>:funding"},
-	{"api:", "the API's own posts, api:<player>:<purpose>:<key>"},
-	{"operator:", "operators' keys, operator:<purpose>:<key>"},
+	{orderPrefix, "an order's fulfilment, order:<order id>:fulfilment"},
+	{paymentPrefix, "a payment's reversal steps, payment:<payment>:<step>:<reversal id>"},
+	{marqueePrefix, "a Marquee's daily funding, marquee:<marquee id>:<day>:funding"},
+	{apiPrefix, "the API's own posts, api:<player>:<purpose>:<key>"},
+	{operatorPrefix, "operators' keys, operator:<purpose>:<key>"},
 }
 
 // reservedSuffixes end the legs the wallet derives from a key.
@@ -92,9 +113,25 @@ var reservedSuffixes = []namespace{
 	{clawManaSuffix, "a clawback's Mana leg"},
 	{clawSparksSuffix, "a clawback's Sparks leg"},
 	{settleSuffix, "the debt a Mana credit settles"},
+	// Before writeOffSuffix, which it ends in: a refusal names the longer.
+	{recoverySuffix, "the write-off that Mana given back recovers"},
 	{writeOffSuffix, "a forgiveness's write-off leg"},
 	{receivableSuffix, "a forgiveness's receivable leg"},
 	{givenBackSuffix, "Mana a reversal step gives back"},
+}
+
+// KeySpellings are the fixed parts of the keys the system derives: the
+// namespaces they start with (order:, payment:, ...) and what their forms
+// and legs end with (:fulfilment, :settle, ...). No code outside the
+// wallet spells one (the architecture test holds it): it builds keys with
+// this file's constructors, or in SQL with keys_sql.go's fragments.
+func KeySpellings() []string {
+	out := make([]string, 0, len(reservedPrefixes)+len(reservedSuffixes)+2)
+	for _, n := range append(reservedPrefixes[:len(reservedPrefixes):len(reservedPrefixes)], reservedSuffixes...) {
+		out = append(out, n.spelling)
+	}
+	// The ends of the two forms that carry no leg suffix.
+	return append(out, fulfilmentSuffix, fundingSuffix)
 }
 
 // ErrReservedKey is returned (as a *ReservedKeyError) for a key a caller
@@ -157,13 +194,13 @@ func CallerKey(key string) Key { return Key{s: key, err: reserved(key)} }
 // FulfilmentKey is the key of an order's Mana credit: whatever happens
 // around it, one order mints at most once.
 func FulfilmentKey(orderID int64) Key {
-	return Key{s: "order:" + strconv.FormatInt(orderID, 10) + ":fulfilment"}
+	return Key{s: orderPrefix + strconv.FormatInt(orderID, 10) + fulfilmentSuffix}
 }
 
 // FundingKey is the key of a Marquee's funding debit for day
 // (YYYY-MM-DD): at most one debit per Marquee per service day, ever.
 func FundingKey(marqueeID int64, day string) Key {
-	return Key{s: "marquee:" + strconv.FormatInt(marqueeID, 10) + ":" + day + ":funding"}
+	return Key{s: marqueePrefix + strconv.FormatInt(marqueeID, 10) + ":" + day + fundingSuffix}
 }
 
 // maxReversalID bounds the provider's reversal id in a reversal key.
@@ -176,18 +213,32 @@ func ReversalKey(paymentID, step int64, reversalID string) Key {
 	if len(reversalID) > maxReversalID {
 		reversalID = strings.ToValidUTF8(reversalID[:maxReversalID], "")
 	}
-	return Key{s: "payment:" + strconv.FormatInt(paymentID, 10) + ":" + strconv.FormatInt(step, 10) + ":" + reversalID}
+	return Key{s: ReversalPrefix(paymentID) + strconv.FormatInt(step, 10) + ":" + reversalID}
+}
+
+// ReversalPrefix is the key prefix of every reversal step of payment
+// paymentID (see ReversalKey).
+func ReversalPrefix(paymentID int64) string {
+	return paymentPrefix + strconv.FormatInt(paymentID, 10) + ":"
 }
 
 // GivenBack is the key of the Mana reversal step k gives back.
 func (k Key) GivenBack() Key { return k.leg(givenBackSuffix) }
+
+// Settlement is the key of the debt a Mana credit under k settles out of
+// the wallet (CreditSettlingTx).
+func (k Key) Settlement() Key { return k.leg(settleSuffix) }
+
+// recovery is the key of the leg that recovers a write-off out of the
+// Mana given back under back (a GivenBack key).
+func (back Key) recovery() Key { return back.leg(writeOffSuffix) }
 
 // APIKey is the key of the post an API request for player makes for
 // purpose (conversion), derived from the request's Idempotency-Key so that
 // every retry derives the same one. A client key that spells a reserved
 // namespace is refused, like any caller's.
 func APIKey(playerID int64, purpose, clientKey string) Key {
-	return Key{s: scoped("api:"+strconv.FormatInt(playerID, 10)+":"+purpose, clientKey), err: chosen(clientKey)}
+	return Key{s: scoped(apiPrefix+strconv.FormatInt(playerID, 10)+":"+purpose, clientKey), err: chosen(clientKey)}
 }
 
 // Operator purposes: each operator command posts in a namespace of its own.
@@ -202,7 +253,7 @@ const (
 // operator key that spells a reserved namespace is refused all the same, so
 // that an operator who typed a system key learns it at once.
 func OperatorKey(purpose, key string) Key {
-	return Key{s: scoped("operator:"+purpose, key), err: chosen(key)}
+	return Key{s: scoped(operatorPrefix+purpose, key), err: chosen(key)}
 }
 
 // maxScoped bounds an api or operator key before the legs derived from
@@ -216,5 +267,5 @@ func scoped(ns, key string) string {
 		return s
 	}
 	sum := sha256.Sum256([]byte(key))
-	return ns + "/sha256:" + hex.EncodeToString(sum[:])
+	return ns + hashedSeparator + hex.EncodeToString(sum[:])
 }

@@ -48,6 +48,7 @@ func reservedForms() map[string]string {
 	forms := map[string]string{
 		"order:1:fulfilment": "order:", "order:1:fulfilment:settle": "order:",
 		"payment:2:1:re_1": "payment:", "payment:2:1:re_1:debt": "payment:", "payment:2:1:re_1:back:settle": "payment:",
+		"payment:2:1:re_1:back:write_off": "payment:", "k:back:write_off": ":back:write_off",
 		"marquee:3:2026-01-02:funding": "marquee:",
 		"api:4:conversion:k":           "api:", "api:4:conversion:k:mana_debit": "api:", "api:4:conversion/sha256:00": "api:",
 		"operator:adjust:k": "operator:", "operator:forgive:k:write_off": "operator:",

@@ -14,10 +14,23 @@ import (
 )
 
 // Post applies p on its own: the post, its key check included, is one
-// statement in autocommit (one round trip).
+// statement in autocommit (one round trip), committed through durable.Do:
+// a commit no synchronous standby confirmed is refused with
+// durable.ErrNotDurable (the post may stand on the primary; posting the
+// same key again answers it as a replay).
 func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
 	start := time.Now()
-	t, err := s.post(ctx, nil, p)
+	var t *Transaction
+	l, err := newLeg(p)
+	if err == nil {
+		err = s.autocommit(ctx, func(on *Store) (err error) {
+			t, err = on.postLeg(ctx, nil, l)
+			return err
+		})
+	}
+	if err != nil {
+		t = nil
+	}
 	observe(p.Kind, start, t != nil && t.Replayed, err)
 	return t, err
 }
@@ -37,6 +50,12 @@ func (s *Store) post(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction
 	if err != nil {
 		return nil, err
 	}
+	return s.postLeg(ctx, tx, l)
+}
+
+// postLeg applies validated l: in autocommit on s.pool when tx is nil,
+// else in tx.
+func (s *Store) postLeg(ctx context.Context, tx pgx.Tx, l leg) (*Transaction, error) {
 	sql := creditStatement
 	if l.delta < 0 {
 		sql = debitStatement

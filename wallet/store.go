@@ -6,6 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
 // Options configure a Store.
@@ -15,8 +18,19 @@ type Options struct {
 
 // Store posts to wallets and reads them.
 type Store struct {
-	pool          *pgxpool.Pool
+	// pool runs the package's statements: the Store's pool, or, in the
+	// copy an autocommit post makes (autocommit), the one connection
+	// durable.Do holds for it.
+	pool          conn
+	root          *pgxpool.Pool // the Store's pool, always
 	sparksPerMana int64
+}
+
+// conn is what the package's statements run on: a pool, or one of its
+// connections.
+type conn interface {
+	dbtx.DB
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // New returns a Store over pool.
@@ -24,7 +38,22 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	if opts.SparksPerMana <= 0 {
 		opts.SparksPerMana = 1
 	}
-	return &Store{pool: pool, sparksPerMana: opts.SparksPerMana}
+	return &Store{pool: pool, root: pool, sparksPerMana: opts.SparksPerMana}
+}
+
+// autocommit runs f, one statement in autocommit (a post's, a
+// conversion's: the statement commits by itself), on one connection of
+// the pool through durable.Do, like every acknowledging commit of
+// billing: a commit no synchronous standby confirmed is answered
+// durable.ErrNotDurable, never as done. f gets a copy of s whose
+// statements run on that connection; a rescue's lookup after a lost race
+// reads there too.
+func (s *Store) autocommit(ctx context.Context, f func(on *Store) error) error {
+	return durable.Do(ctx, s.root, func(c *pgxpool.Conn) error {
+		on := *s
+		on.pool = c
+		return f(&on)
+	})
 }
 
 // Credit is Post with Direction Credit.

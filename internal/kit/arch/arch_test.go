@@ -3,6 +3,7 @@ package arch_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/wallet"
 )
 
 const module = "github.com/fibe-dev/billing"
@@ -486,6 +490,74 @@ func TestSimulatorModelKnowsNoBilling(t *testing.T) {
 			p, err := strconv.Unquote(imp.Path.Value)
 			require.NoError(t, err)
 			require.False(t, strings.HasPrefix(p, module), "internal/payments/sim/%s imports %s", file, p)
+		}
+	}
+}
+
+// references are the files that spell a key namespace for what is not a
+// key: the namespaces order: and marquee: also start references
+// (order:<id>, marquee:<id>:<day>) and a legacy payment id (order:<id>).
+// A key in either namespace always ends in a spelling the rule catches
+// (:fulfilment, :funding), so only the namespace is allowed, and only in
+// these files.
+var references = map[string][]string{
+	"fulfillment/worker.go":               {"order:"},   // the fulfilment's Reference
+	"fulfillment/payments.go":             {"order:"},   // a legacy payment's id
+	"enforcer/fundbatch.go":               {"marquee:"}, // a funding debit's Reference
+	"enforcer/audit.go":                   {"marquee:"}, // the audit reads that Reference
+	"internal/web/httpapi/v1_marquees.go": {"marquee:"}, // what a fund request names
+}
+
+// spellingRule matches spelling where a string literal would spell it as
+// part of a key: a namespace (order:) at the start of a word and not
+// followed by white space (an error's "api: ..." is no key), or a suffix
+// (:settle) at the end of a word.
+func spellingRule(spelling string) *regexp.Regexp {
+	if strings.HasPrefix(spelling, ":") {
+		return regexp.MustCompile(regexp.QuoteMeta(spelling) + `($|[^A-Za-z0-9_])`)
+	}
+	return regexp.MustCompile(`(^|[^A-Za-z0-9_])` + regexp.QuoteMeta(spelling) + `($|\S)`)
+}
+
+// TestKeysAreSpelledByTheWallet: the wallet's key grammar has one home.
+// No non-test file outside wallet/ spells, in a string literal, a fixed
+// part of a key the system derives (wallet.KeySpellings: order:,
+// :fulfilment, :back, ...): Go builds keys with the wallet's constructors,
+// SQL with its fragments (wallet.SQLFulfilmentKey, ...), which a test of
+// the wallet ties to the Go forms (decision 0017).
+func TestKeysAreSpelledByTheWallet(t *testing.T) {
+	t.Parallel()
+	spellings := wallet.KeySpellings()
+	require.Contains(t, spellings, ":back:write_off", "the list comes from the wallet's grammar")
+	var found []string
+	allowed := map[string]bool{}
+	for _, f := range moduleSources(t) {
+		if strings.HasPrefix(f.rel, "wallet/") {
+			continue
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			require.NoError(t, err, "%s: %s", f.rel, lit.Value)
+			for _, sp := range spellings {
+				switch {
+				case !spellingRule(sp).MatchString(s):
+				case slices.Contains(references[f.rel], sp):
+					allowed[f.rel+" "+sp] = true
+				default:
+					found = append(found, fmt.Sprintf("%s: %q spells the wallet key spelling %q", f.rel, s, sp))
+				}
+			}
+			return true
+		})
+	}
+	require.Empty(t, found, "build keys with the wallet's constructors, or its SQL fragments (wallet/keys_sql.go)")
+	for rel, sps := range references {
+		for _, sp := range sps {
+			require.True(t, allowed[rel+" "+sp], "%s no longer spells the reference %q: drop it from references", rel, sp)
 		}
 	}
 }

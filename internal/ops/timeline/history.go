@@ -3,7 +3,6 @@ package timeline
 import (
 	"context"
 	"slices"
-	"strconv"
 
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
 	"github.com/fibe-dev/billing/wallet"
@@ -117,8 +116,8 @@ func (h *history) loadUnworked(ctx context.Context, q dbtx.DB) error {
 func (h *history) orderKeys() []string {
 	var keys []string
 	for _, o := range h.orders {
-		k := "order:" + strconv.FormatInt(o.ID, 10) + ":fulfilment"
-		keys = append(keys, k, k+":settle")
+		k := wallet.FulfilmentKey(o.ID)
+		keys = append(keys, k.String(), k.Settlement().String())
 	}
 	return keys
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // txRow is one wallet transaction with its ledger entries.
@@ -30,10 +30,10 @@ const txColumns = `t.id, t.wallet_id, t.player_id, t.currency, t.amount, t.kind,
 // whose key starts with one of the prefixes $2 (each up to the matching
 // bound $3: a byte-wise range, served by the partial index on payment
 // keys whatever the database's collation).
-const txsSQL = `SELECT ` + txColumns + ` FROM wallet_transactions t WHERE t.idempotency_key = ANY($1)
+var txsSQL = `SELECT ` + txColumns + ` FROM wallet_transactions t WHERE t.idempotency_key = ANY($1)
 UNION
 SELECT ` + txColumns + ` FROM unnest($2::text[], $3::text[]) AS p(lo, hi)
-	JOIN wallet_transactions t ON t.idempotency_key LIKE 'payment:%'
+	JOIN wallet_transactions t ON ` + wallet.SQLIsReversalKey("t.idempotency_key") + `
 		AND t.idempotency_key ~>=~ p.lo AND t.idempotency_key ~<~ p.hi
 ORDER BY 1`
 
@@ -44,19 +44,15 @@ func scanTx(r pgx.Row) (*txRow, error) {
 	return &t, err
 }
 
-// paymentKeyPrefix is what every wallet key of a payment's reversal steps
-// starts with (fulfillment's payment:<row id>:<step>:<reversal id>...).
-func paymentKeyPrefix(paymentRow int64) string {
-	return "payment:" + strconv.FormatInt(paymentRow, 10) + ":"
-}
-
 // loadTxs reads the transactions under keys and under each payment's
 // reversal-step prefix, with their entries.
 func loadTxs(ctx context.Context, q dbtx.DB, keys []string, payments []int64) ([]*txRow, error) {
 	var lo, hi []string
 	for _, p := range payments {
-		pre := paymentKeyPrefix(p)
-		lo, hi = append(lo, pre), append(hi, pre[:len(pre)-1]+";") // ';' is the byte after ':'
+		// Every key of the payment's reversal steps starts with pre; ';' is
+		// the byte after ':'.
+		pre := wallet.ReversalPrefix(p)
+		lo, hi = append(lo, pre), append(hi, pre[:len(pre)-1]+";")
 	}
 	txs, err := collect(ctx, q, "wallet transactions", txsSQL, []any{keys, lo, hi}, scanTx)
 	if err != nil {

@@ -76,7 +76,7 @@ func TestDoubleCharge(t *testing.T) {
 	refunded := keyed(t, tl, fulfillment.RefundKey(unapplied.Refs.Payment))
 	require.Equal(t, "payment_refunded", refunded.Type)
 	require.Regexp(t, `refunded automatically through stripe as re_\w+$`, refunded.Text)
-	walletLine(t, tl, fulfillment.FulfilmentKey(o.ID), 1000, 1000)
+	walletLine(t, tl, wallet.FulfilmentKey(o.ID).String(), 1000, 1000)
 	require.Len(t, ofType(tl, "wallet"), 1, "one Mana credit for the order")
 
 	// Every id of the second payment finds the same story, naming the
