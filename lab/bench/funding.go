@@ -132,7 +132,7 @@ func runFunding(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, error
 	report := measured["funding"].report("funding")
 	var funded int64
 	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = ANY(
-		SELECT 'marquee:' || m || ':' || $2::text || ':funding' FROM unnest($1::bigint[]) m)`, marquees, f.day).Scan(&funded); err != nil {
+		SELECT `+wallet.SQLFundingKey("m", "$2::text")+` FROM unnest($1::bigint[]) m)`, marquees, f.day).Scan(&funded); err != nil {
 		return nil, err
 	}
 	report.Errors += int64(n) - funded

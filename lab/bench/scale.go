@@ -21,6 +21,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/dev/procs"
 	"github.com/fibe-dev/billing/jobs"
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // Scaling out (`--processes 1,2,3`): the system side of a benchmark runs as
@@ -643,7 +644,7 @@ func fundingWithProcesses(ctx context.Context, env Env, k int, marquees []int64,
 	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job j WHERE j.id BETWEEN $1 AND $2
 		AND (j.state IN ('retryable', 'discarded', 'cancelled') OR j.state = 'completed' AND NOT EXISTS (
 		SELECT 1 FROM wallet_transactions t WHERE t.idempotency_key =
-			'marquee:' || (j.args->>'marquee_id') || ':' || (j.args->>'day') || ':funding'))`, lo, hi).Scan(&r.Errors); err != nil {
+			`+wallet.SQLFundingKey("(j.args->>'marquee_id')", "(j.args->>'day')")+`))`, lo, hi).Scan(&r.Errors); err != nil {
 		return nil, err
 	}
 	// The backlog's rest goes, and so do the fund_day jobs the workers'

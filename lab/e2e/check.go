@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fibe-dev/billing/wallet"
 )
 
 // churnWindow is how long a job the system enqueues by itself after the
@@ -111,7 +113,7 @@ func (r *Run) checkOrders(ctx context.Context, rep *Report) error {
 		SELECT o.id, o.status, o.mana,
 		       count(t.id), coalesce(sum(t.amount), 0)
 		FROM orders o
-		LEFT JOIN wallet_transactions t ON t.idempotency_key = 'order:' || o.id || ':fulfilment'
+		LEFT JOIN wallet_transactions t ON t.idempotency_key = `+wallet.SQLFulfilmentKey("o.id")+`
 		GROUP BY o.id`)
 	if err != nil {
 		return err
@@ -214,7 +216,7 @@ func (r *Run) checkFunding(ctx context.Context, rep *Report) error {
 	rep.check("at most one funding debit per Marquee per service day", doubles == 0, fmt.Sprintf("%d duplicates", doubles))
 	rows, err := r.pool.Query(ctx, `
 		SELECT m.id, m.status, m.daily_price, coalesce(w.balance, 0),
-		       (SELECT count(*) FROM wallet_transactions t WHERE t.idempotency_key LIKE 'marquee:' || m.id || ':%:funding')
+		       (SELECT count(*) FROM wallet_transactions t WHERE t.idempotency_key LIKE `+wallet.SQLFundingKey("m.id", "'%'")+`)
 		FROM marquees m
 		LEFT JOIN wallets w ON w.player_id = m.player_id AND w.currency = 'sparks'
 		WHERE m.desired_state = 'running'`)
