@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/payments/reconcile"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // TestReconcileCommand runs `billing reconcile` against a provider fake
@@ -31,7 +31,7 @@ func TestReconcileCommand(t *testing.T) {
 	o, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(),
 		fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "stripe"})
 	require.NoError(t, err)
-	fake.AddEvent("stripe", devwebhook.CompletedEvent("stripe", "evt_lost_1", o.ID, o.Amount, o.Currency))
+	fake.AddEvent("stripe", providerevents.CompletedEvent("stripe", "evt_lost_1", o.ID, o.Amount, o.Currency))
 	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_STRIPE_SECRET_KEY=sk_test_cli", "BILLING_STRIPE_API_URL=" + fake.URL}
 
 	summary := func(args ...string) reconcile.Summary {

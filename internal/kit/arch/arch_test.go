@@ -159,11 +159,15 @@ func TestConsumersKnowNoProvider(t *testing.T) {
 
 // TestProductionPathsKnowNoDevFixtures: the intake, the HTTP API and the
 // provider drivers (the production paths a provider's delivery takes) do
-// not depend on the development fixtures; only billing dev and tests may.
+// not depend on the development fixtures (providerevents and each
+// provider's <name>events builder); only billing dev and tests may.
 func TestProductionPathsKnowNoDevFixtures(t *testing.T) {
 	t.Parallel()
 	for _, rel := range []string{"internal/payments/webhook", "internal/web/httpapi", "internal/provider/drivers"} {
-		require.NotContains(t, find(t, rel).Deps, module+"/internal/dev/devwebhook", "%s imports devwebhook", rel)
+		for _, d := range find(t, rel).Deps {
+			require.False(t, d == module+"/internal/provider/providerevents" || strings.HasSuffix(d, "events") &&
+				strings.HasPrefix(d, module+"/internal/provider/"), "%s imports the event builder %s", rel, d)
+		}
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -49,8 +49,8 @@ func TestRefundBeforeItsPayment(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, "")
 	o := e.open(provider.Stripe, "")
-	pi := devwebhook.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10))
-	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", devwebhook.ReversalEvent("stripe", "evt_early", pi,
+	pi := providerevents.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10))
+	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", providerevents.ReversalEvent("stripe", "evt_early", pi,
 		"ch_early", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")))
 	for _, id := range []string{pi, "charge:ch_early", "evt_early"} {
 		tl, err := timeline.Payment(ctx, e.pool, "stripe", id)
@@ -89,7 +89,7 @@ func TestDuplicateDeliveriesCounted(t *testing.T) {
 	require.Zero(t, claimed[0].Duplicates)
 	require.Nil(t, claimed[0].LastDelivery)
 
-	body := devwebhook.CompletedEvent(provider.Stripe, "evt_pay", o.ID, o.Amount, o.Currency)
+	body := providerevents.CompletedEvent(provider.Stripe, "evt_pay", o.ID, o.Amount, o.Currency)
 	require.Equal(t, "duplicate", e.deliver(provider.Stripe, body))
 	require.Equal(t, "duplicate", e.deliver(provider.Stripe, body))
 	var last time.Time

@@ -21,7 +21,6 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
@@ -32,6 +31,7 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -99,14 +99,14 @@ func (e *env) paid(provider string) (*fulfillment.Order, string, []byte) {
 		fulfillment.CheckoutParams{PlayerID: e.player, SKU: "mana_1000", Provider: provider})
 	require.NoError(e.t, err)
 	id := fmt.Sprintf("evt_%s_%d", provider, o.ID)
-	body := devwebhook.CompletedEvent(provider, id, o.ID, o.Amount, o.Currency)
+	body := providerevents.CompletedEvent(provider, id, o.ID, o.Amount, o.Currency)
 	e.fake.AddEvent(provider, body)
 	return o, id, body
 }
 
 // deliver sends the event as its webhook; safe from any goroutine.
 func (e *env) deliver(provider string, body []byte) (int, error) {
-	h, v, err := devwebhook.Sign(provider, secrets[provider][0], body, time.Now())
+	h, v, err := providerevents.Sign(provider, secrets[provider][0], body, time.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -304,7 +304,7 @@ func TestPeriodicReconciliation(t *testing.T) {
 	o, err := fulfillment.CreateCheckout(context.Background(), pool, catalogue,
 		fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "paddle"})
 	require.NoError(t, err)
-	fake.AddEvent("paddle", devwebhook.CompletedEvent("paddle", "evt_periodic", o.ID, o.Amount, o.Currency))
+	fake.AddEvent("paddle", providerevents.CompletedEvent("paddle", "evt_periodic", o.ID, o.Amount, o.Currency))
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues: map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2},
@@ -386,7 +386,7 @@ func TestLostRefundIsRecovered(t *testing.T) {
 			require.Equal(t, http.StatusOK, status)
 			e.waitFulfilled(o.ID)
 			refund := fmt.Sprintf("evt_refund_%s_%d", p, o.ID)
-			e.fake.AddEvent(p, devwebhook.ReversalEvent(p, refund, devwebhook.OrderPaymentID(p, strconv.FormatInt(o.ID, 10)),
+			e.fake.AddEvent(p, providerevents.ReversalEvent(p, refund, providerevents.OrderPaymentID(p, strconv.FormatInt(o.ID, 10)),
 				"rf_"+refund, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 500, o.Currency))
 
 			sum := e.run(p, false)

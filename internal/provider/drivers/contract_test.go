@@ -12,10 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
@@ -76,9 +76,9 @@ func TestContractSignatures(t *testing.T) {
 	now := time.Now()
 	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
 		name := p.Name()
-		body := devwebhook.CompletedEvent(name, "evt_sig", 42, 999, "usd")
+		body := providerevents.CompletedEvent(name, "evt_sig", 42, 999, "usd")
 		verify := func(secret string, body []byte, signed time.Time) error {
-			h, v, err := devwebhook.Sign(name, secret, body, signed)
+			h, v, err := providerevents.Sign(name, secret, body, signed)
 			require.NoError(t, err)
 			hdr := http.Header{}
 			hdr.Set(h, v)
@@ -88,7 +88,7 @@ func TestContractSignatures(t *testing.T) {
 		require.NoError(t, verify(oldSecret, body, now), "every configured secret verifies (rotation)")
 		require.ErrorIs(t, verify("whsec_other", body, now), provider.ErrBadSignature)
 		require.ErrorIs(t, p.Verify(http.Header{}, body, now), provider.ErrMissingSignature)
-		h, v, _ := devwebhook.Sign(name, secret, body, now)
+		h, v, _ := providerevents.Sign(name, secret, body, now)
 		hdr := http.Header{}
 		hdr.Set(h, v)
 		require.ErrorIs(t, p.Verify(hdr, bytes.Replace(body, []byte("999"), []byte("998"), 1), now), provider.ErrBadSignature,
@@ -102,8 +102,8 @@ func TestContractSignatures(t *testing.T) {
 // same whenever signed) cannot tell, and its claim on the event id is the
 // replay defence.
 func requireStaleRule(t *testing.T, name string, verify func(string, []byte, time.Time) error, body []byte, now time.Time) {
-	_, early, _ := devwebhook.Sign(name, secret, body, now.Add(-time.Hour))
-	_, late, _ := devwebhook.Sign(name, secret, body, now)
+	_, early, _ := providerevents.Sign(name, secret, body, now.Add(-time.Hour))
+	_, late, _ := providerevents.Sign(name, secret, body, now)
 	if early == late {
 		require.NoError(t, verify(secret, body, now.Add(-time.Hour)))
 		return
@@ -117,7 +117,7 @@ func TestContractParse(t *testing.T) {
 	reg, fakes := registry(t)
 	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
 		name := p.Name()
-		body := devwebhook.CompletedEvent(name, "evt_parse", 42, 999, "usd")
+		body := providerevents.CompletedEvent(name, "evt_parse", 42, 999, "usd")
 		ev, err := p.Parse(body)
 		require.NoError(t, err)
 		require.Equal(t, name, ev.Provider)
@@ -128,7 +128,7 @@ func TestContractParse(t *testing.T) {
 		require.Equal(t, "usd", ev.Payment.Currency)
 		require.NotEmpty(t, ev.Payment.PaymentID)
 
-		refund := devwebhook.ReversalEvent(name, "evt_refund", devwebhook.OrderPaymentID(name, "42"), "rv_1",
+		refund := providerevents.ReversalEvent(name, "evt_refund", providerevents.OrderPaymentID(name, "42"), "rv_1",
 			provider.ReversalRefund, provider.StateSucceeded, 500, "usd")
 		rev, err := p.Parse(refund)
 		require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestContractLongListing(t *testing.T) {
 		}
 		now := time.Now()
 		for i := range 250 {
-			fake.AddEvent(p.Name(), devwebhook.CompletedEventAt(p.Name(), fmt.Sprintf("evt_%03d", i), int64(i+1), 999, "usd", now))
+			fake.AddEvent(p.Name(), providerevents.CompletedEventAt(p.Name(), fmt.Sprintf("evt_%03d", i), int64(i+1), 999, "usd", now))
 		}
 		list := func(fail bool) ([]string, int) {
 			before, ids := fake.Requests(), []string{}
@@ -304,7 +304,7 @@ func TestContractNotConfigured(t *testing.T) {
 		require.ErrorIs(t, err, provider.ErrNotConfigured)
 		_, err = p.Refund(context.Background(), provider.RefundRequest{PaymentID: "pi_1", Amount: 1, Currency: "usd", IdempotencyKey: "k"})
 		require.True(t, errors.Is(err, provider.ErrNotConfigured) || errors.Is(err, provider.ErrUnsupported), err)
-		_, err = p.Parse(devwebhook.CompletedEvent(p.Name(), "evt_1", 1, 999, "usd"))
+		_, err = p.Parse(providerevents.CompletedEvent(p.Name(), "evt_1", 1, 999, "usd"))
 		require.NoError(t, err)
 	})
 }

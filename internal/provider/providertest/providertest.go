@@ -14,10 +14,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/platform/hmacsig"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // Header is an http.Header with name set to value (nothing when value is "").
@@ -72,7 +72,7 @@ func AcceptedOnlyWithMAC(t *testing.T, p provider.Provider, header, value string
 // FuzzEvent fuzzes p's Parse from its completed-payment event: whatever
 // the body, Parse reads a well-formed event or refuses it as malformed.
 func FuzzEvent(f *testing.F, p provider.Provider) {
-	f.Add(devwebhook.CompletedEventAt(p.Name(), "evt_seed", 42, 999, "usd", SignedAt))
+	f.Add(providerevents.CompletedEventAt(p.Name(), "evt_seed", 42, 999, "usd", SignedAt))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, err := p.Parse(body)
 		if err != nil {
