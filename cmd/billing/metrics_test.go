@@ -21,11 +21,11 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -69,7 +69,7 @@ func startMetricsRun(t *testing.T) *metricsRun {
 		"BILLING_PADDLE_WEBHOOK_SECRET=" + r.secrets["paddle"],
 		"BILLING_CREEM_WEBHOOK_SECRET=" + r.secrets["creem"]}
 	// Checkouts need a provider API: a recording fake plays Stripe and Paddle.
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	env = append(env, "BILLING_STRIPE_SECRET_KEY=sk_test_metrics", "BILLING_STRIPE_API_URL="+fake.URL,
 		"BILLING_PADDLE_API_KEY=pdl_metrics", "BILLING_PADDLE_ENVIRONMENT="+fake.URL)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/payments/reconcile"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
 // TestReconcileCommand runs `billing reconcile` against a provider fake
@@ -24,7 +24,7 @@ func TestReconcileCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL, pool := newDB(t)
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	defer fake.Close()
 	p, _, err := players.Create(ctx, pool, "buyer")
 	require.NoError(t, err)

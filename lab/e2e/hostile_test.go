@@ -25,7 +25,6 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/ops/audit"
 	"github.com/fibe-dev/billing/internal/ops/audit/audittest"
@@ -33,6 +32,8 @@ import (
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/internal/web/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -150,12 +151,12 @@ func (h *hostileEnv) clock() time.Time { return h.now }
 // pointed at a recording provider fake (and hostileSecret signing its
 // webhooks), with a Creem product priced like each SKU of skus.
 func fakeProviders(t *testing.T, skus map[string]fulfillment.SKU) map[string]provider.Options {
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	for name, sku := range skus {
 		sku.CreemProductID = "prod_" + name
 		skus[name] = sku
-		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+		fake.SetProduct(sku.CreemProductID, fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	secrets := []string{hostileSecret}
 	return map[string]provider.Options{

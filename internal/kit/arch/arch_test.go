@@ -125,6 +125,42 @@ func TestServiceLinksNoLab(t *testing.T) {
 	}
 	for _, d := range find(t, "cmd/billing").Deps {
 		require.False(t, strings.HasPrefix(d, module+"/internal/kit/"), "the billing binary links the test kit's %s", d)
+		// Each provider's fake API (internal/provider/<name>/<name>fake)
+		// and what they share (providertest) are test support too.
+		require.False(t, strings.HasPrefix(d, module+"/internal/provider/") &&
+			(strings.HasSuffix(d, "fake") || strings.Contains(d, "/providertest")), "the billing binary links the fake %s", d)
+	}
+}
+
+// providerSDKs are the provider SDKs, each with the one folder that may
+// import it.
+var providerSDKs = map[string]string{
+	"github.com/stripe/stripe-go":       module + "/internal/provider/stripe",
+	"github.com/PaddleHQ/paddle-go-sdk": module + "/internal/provider/paddle",
+}
+
+// TestProviderSDKsStayInTheirFolder: a provider is one folder (decision
+// 0015). Its SDK is imported only by packages under
+// internal/provider/<that provider>/, their tests included: the driver,
+// its event builder and its fake API. Anything else asks the registry for
+// the provider's facts, or providerevents for its events.
+func TestProviderSDKsStayInTheirFolder(t *testing.T) {
+	t.Parallel()
+	for _, p := range packages(t) {
+		name := p.name()
+		if !strings.HasPrefix(name, module) {
+			continue
+		}
+		for _, deps := range [][]string{p.Imports, p.TestImports, p.XTestImports} {
+			for _, d := range deps {
+				for sdk, folder := range providerSDKs {
+					if d == sdk || strings.HasPrefix(d, sdk+"/") {
+						require.True(t, name == folder || strings.HasPrefix(name, folder+"/"),
+							"%s imports %s: only packages under %s may", p.ImportPath, d, folder)
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/ops/audit"
@@ -32,6 +31,8 @@ import (
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -47,7 +48,7 @@ type env struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
 	river  *river.Client[pgx.Tx]
-	fake   *providerfake.Server
+	fake   *fakeapi.Server
 	rec    *reconcile.Reconciler
 	hooks  *httptest.Server // the webhook intake
 	player int64
@@ -56,7 +57,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	pool := testdb.New(t)
-	e := &env{t: t, pool: pool, river: startRiver(t, pool), fake: providerfake.Start()}
+	e := &env{t: t, pool: pool, river: startRiver(t, pool), fake: providertest.StartFake()}
 	t.Cleanup(e.fake.Close)
 	e.rec = reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: fakeListers(e.fake.URL)})
 	e.hooks = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Logger: discard,
@@ -287,7 +288,7 @@ func TestReconcileRefusesUnlistableProviders(t *testing.T) {
 func TestPeriodicReconciliation(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	sched := river.PeriodicInterval(time.Second)
 	keys := map[string]provider.Options{provider.Stripe: {APIKey: "sk_test_periodic", APIURL: fake.URL},
@@ -334,7 +335,7 @@ func TestRescuedRunRecoversSoon(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	keys := map[string]provider.Options{provider.Stripe: {APIKey: "sk_test_rescue", APIURL: fake.URL}}
 	workers := river.NewWorkers()

@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 )
 
 // The contract every registered driver keeps, whatever its provider: the
@@ -33,13 +33,13 @@ const (
 var contractRetry = provider.Retry{Budget: 1500 * time.Millisecond, BaseDelay: 5 * time.Millisecond, AttemptTimeout: time.Second}
 
 // registry is every driver, each pointed at its own fake.
-func registry(t *testing.T) (*provider.Registry, map[string]*providerfake.Server) {
+func registry(t *testing.T) (*provider.Registry, map[string]*fakeapi.Server) {
 	t.Helper()
-	opts, fakes := map[string]provider.Options{}, map[string]*providerfake.Server{}
+	opts, fakes := map[string]provider.Options{}, map[string]*fakeapi.Server{}
 	for _, name := range provider.Names() {
-		fake := providerfake.Start()
+		fake := providertest.StartFake()
 		t.Cleanup(fake.Close)
-		fake.SetProduct(product, providerfake.Product{Price: 999, Currency: "usd"})
+		fake.SetProduct(product, fakeapi.Product{Price: 999, Currency: "usd"})
 		fakes[name] = fake
 		opts[name] = provider.Options{APIKey: "sk_" + name, APIURL: fake.URL, WebhookSecrets: []string{secret, oldSecret},
 			Retry: contractRetry}
@@ -49,8 +49,8 @@ func registry(t *testing.T) (*provider.Registry, map[string]*providerfake.Server
 
 // eachDriver runs check on every driver of reg, in parallel, each with its
 // fake (nil when reg has none).
-func eachDriver(t *testing.T, reg *provider.Registry, fakes map[string]*providerfake.Server,
-	check func(t *testing.T, p provider.Provider, fake *providerfake.Server)) {
+func eachDriver(t *testing.T, reg *provider.Registry, fakes map[string]*fakeapi.Server,
+	check func(t *testing.T, p provider.Provider, fake *fakeapi.Server)) {
 	for _, name := range reg.Names() {
 		p, _ := reg.Get(name)
 		t.Run(name, func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestContractSignatures(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
 	now := time.Now()
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *fakeapi.Server) {
 		name := p.Name()
 		body := providerevents.CompletedEvent(name, "evt_sig", 42, 999, "usd")
 		verify := func(secret string, body []byte, signed time.Time) error {
@@ -115,7 +115,7 @@ func requireStaleRule(t *testing.T, name string, verify func(string, []byte, tim
 func TestContractParse(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *fakeapi.Server) {
 		name := p.Name()
 		body := providerevents.CompletedEvent(name, "evt_parse", 42, 999, "usd")
 		ev, err := p.Parse(body)
@@ -173,7 +173,7 @@ func upper(s string) string { return string(bytes.ToUpper([]byte(s))) }
 func TestContractRetries(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *fakeapi.Server) {
 		for _, call := range calls(p) { // one fake per driver: one call at a time
 			t.Run(call.name, func(t *testing.T) { requireRetries(t, fake, call) })
 		}
@@ -209,7 +209,7 @@ func calls(p provider.Provider) []call {
 	return out
 }
 
-func requireRetries(t *testing.T, fake *providerfake.Server, c call) {
+func requireRetries(t *testing.T, fake *fakeapi.Server, c call) {
 	before := fake.Requests()
 	require.NoError(t, c.run(1))
 	one := fake.Requests() - before // requests of one successful call
@@ -241,7 +241,7 @@ func requireRetries(t *testing.T, fake *providerfake.Server, c call) {
 func TestContractEmptyListing(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *fakeapi.Server) {
 		n := 0
 		err := p.ListEvents(context.Background(), time.Now().Add(-time.Hour), func(string, []byte) error { n++; return nil })
 		if errors.Is(p.Available(provider.Listing), provider.ErrUnsupported) {
@@ -261,7 +261,7 @@ func TestContractEmptyListing(t *testing.T) {
 func TestContractLongListing(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *fakeapi.Server) {
 		if p.Available(provider.Listing) != nil {
 			return
 		}
@@ -296,7 +296,7 @@ func TestContractLongListing(t *testing.T) {
 // else as not configured, without a call.
 func TestContractNotConfigured(t *testing.T) {
 	t.Parallel()
-	eachDriver(t, drivers.New(nil), nil, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
+	eachDriver(t, drivers.New(nil), nil, func(t *testing.T, p provider.Provider, _ *fakeapi.Server) {
 		for _, c := range []provider.Capability{provider.Webhooks, provider.Checkouts} {
 			require.ErrorIs(t, p.Available(c), provider.ErrNotConfigured, c.String())
 		}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -60,12 +60,12 @@ func (c *conformance) providerCalls(alice player) {
 	require.NotEmpty(c.t, up.str("checkout_url"), "the retry with the same key opens the checkout")
 
 	const creemBody = `{"sku":"mana_1000","provider":"creem"}`
-	c.e.fake.FailNext(providerfake.Creem, http.StatusBadRequest)
+	c.e.fake.FailNext(provider.Creem, http.StatusBadRequest)
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "rejected", body: creemBody, want: 502, code: CodeProviderRejected})
-	c.e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: 1, Currency: "usd"})
+	c.e.fake.SetProduct("prod_mana_1000", fakeapi.Product{Price: 1, Currency: "usd"})
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "mismatch", body: creemBody, want: 500, code: CodeCheckoutMisconfigured})
-	require.Zero(c.t, c.e.fake.Created(providerfake.Creem), "neither refused checkout opened anything")
-	c.e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: c.e.skus["mana_1000"].Amount, Currency: "usd"})
+	require.Zero(c.t, c.e.fake.Created(provider.Creem), "neither refused checkout opened anything")
+	c.e.fake.SetProduct("prod_mana_1000", fakeapi.Product{Price: c.e.skus["mana_1000"].Amount, Currency: "usd"})
 }
 
 func (c *conformance) requestShapeCalls(alice player) {
