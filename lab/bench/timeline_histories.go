@@ -11,6 +11,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -163,22 +164,22 @@ func (tb *timelineBench) measure(ctx context.Context, whale int64) (*timelineSte
 		return nil, err
 	}
 	tb.env.Progressf("timeline: measuring at %d transactions (load %s)", st.Transactions, st.LoadAverage)
-	pool := tb.env.Pool
+	pool, reg := tb.env.Pool, drivers.New(nil)
 	st.Order = Load(ctx, "order", tb.env.Clients, tb.env.Duration, pick(tb.orders, func(ctx context.Context, id int64) error {
-		_, err := timeline.Order(ctx, pool, id)
+		_, err := timeline.Order(ctx, pool, reg, id)
 		return err
 	}))
 	st.Payment = Load(ctx, "payment", tb.env.Clients, tb.env.Duration, pick(tb.intents, func(ctx context.Context, pi string) error {
-		_, err := timeline.Payment(ctx, pool, "stripe", pi)
+		_, err := timeline.Payment(ctx, pool, reg, "stripe", pi)
 		return err
 	}))
 	st.Player = Load(ctx, "player", tb.env.Clients, tb.env.Duration, pick(tb.subjects, func(ctx context.Context, id int64) error {
-		_, err := timeline.Player(ctx, pool, id, time.Time{})
+		_, err := timeline.Player(ctx, pool, reg, id, time.Time{})
 		return err
 	}))
 	if whale != 0 {
 		st.Whale = Load(ctx, "whale_player", tb.env.Clients, tb.env.Duration, pick([]int64{whale}, func(ctx context.Context, id int64) error {
-			_, err := timeline.Player(ctx, pool, id, time.Time{})
+			_, err := timeline.Player(ctx, pool, reg, id, time.Time{})
 			return err
 		}))
 	}

@@ -34,6 +34,9 @@ import (
 	"github.com/fibe-dev/billing/internal/provider/stripe"
 )
 
+// registry is the drivers' registry the timelines ask for their facts.
+var registry = drivers.New(nil)
+
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 var catalogue = testkit.Catalogue()
@@ -158,7 +161,7 @@ func (e *env) reverse(o *fulfillment.Order, eventID, id, kind, state string, amo
 
 func (e *env) order(id int64) *timeline.Timeline {
 	e.t.Helper()
-	tl, err := timeline.Order(context.Background(), e.pool, id)
+	tl, err := timeline.Order(context.Background(), e.pool, registry, id)
 	require.NoError(e.t, err)
 	return tl
 }

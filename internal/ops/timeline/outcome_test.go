@@ -29,7 +29,7 @@ func TestRefusedEventInPaymentTimeline(t *testing.T) {
 	require.Equal(t, "claimed", e.deliver(provider.Stripe, bad))
 
 	for _, id := range []string{pi, "evt_neg"} {
-		tl, err := timeline.Payment(ctx, e.pool, provider.Stripe, id)
+		tl, err := timeline.Payment(ctx, e.pool, registry, provider.Stripe, id)
 		require.NoError(t, err, id)
 		details := map[string]string{}
 		for _, l := range ofType(tl, "delivery_claimed") {

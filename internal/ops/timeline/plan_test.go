@@ -74,18 +74,18 @@ func TestEveryStatementUsesAnIndex(t *testing.T) {
 	bulk(t, e, 10_000)
 	rec := &recorder{DB: e.pool, stmts: map[string][][]any{}}
 	for _, o := range e.orders(t) {
-		_, err := timeline.Order(ctx, rec, o)
+		_, err := timeline.Order(ctx, rec, registry, o)
 		require.NoError(t, err)
 	}
 	for _, id := range []string{"pi_order_1", "cs_test_order_1", "charge:ch_order_2", "ch_order_2", "evt_refund", "pi_unknown",
 		"evt_pay_1", "re_none"} {
-		_, err := timeline.Payment(ctx, rec, "stripe", id)
+		_, err := timeline.Payment(ctx, rec, registry, "stripe", id)
 		if err != nil {
 			require.ErrorIs(t, err, timeline.ErrNotFound, id)
 		}
 	}
 	for _, since := range []time.Time{{}, time.Now().Add(-time.Hour)} {
-		_, err := timeline.Player(ctx, rec, e.player, since)
+		_, err := timeline.Player(ctx, rec, registry, e.player, since)
 		require.NoError(t, err)
 	}
 	_, err := timeline.Unapplied(ctx, rec, 100)

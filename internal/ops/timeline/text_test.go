@@ -30,7 +30,7 @@ func TestTextEscapesProviderIDs(t *testing.T) {
 	evt := "evt_\x1b]0;owned\x07"
 	e.deliverAndWait("stripe", evt, providerevents.PaymentEvent("stripe", evt, hostile, o.ID, o.Amount, o.Currency))
 
-	tl, err := timeline.Payment(ctx, e.pool, "stripe", hostile)
+	tl, err := timeline.Payment(ctx, e.pool, registry, "stripe", hostile)
 	require.NoError(t, err)
 	require.Equal(t, hostile, tl.Subject.ID)
 	require.Contains(t, tl.Verdict, hostile, "the timeline keeps the id as sent")

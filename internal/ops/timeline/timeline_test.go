@@ -84,14 +84,14 @@ func TestDoubleCharge(t *testing.T) {
 	// payment by the id the operator searched.
 	refundID := regexp.MustCompile(`\((re_\w+)\)`).FindStringSubmatch(tl.Verdict)[1]
 	for _, id := range []string{"pi_second", "cs_test_pi_second", refundID, "evt_second", session} {
-		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
+		byID, err := timeline.Payment(ctx, e.pool, registry, "stripe", id)
 		require.NoError(t, err, id)
 		require.Equal(t, []int64{o.ID}, byID.Orders, id)
 		require.Equal(t, "Paid twice", byID.Headline, id)
 		require.Equal(t, timeline.Subject{Kind: timeline.SubjectPayment, Provider: "stripe", ID: id}, byID.Subject)
 		require.Len(t, byID.Lines, len(tl.Lines), id)
 	}
-	byPI, err := timeline.Payment(ctx, e.pool, "stripe", "pi_second")
+	byPI, err := timeline.Payment(ctx, e.pool, registry, "stripe", "pi_second")
 	require.NoError(t, err)
 	require.Contains(t, byPI.Verdict, "payment cs_test_pi_second (pi_second) (9.99 USD) for the same order")
 }
@@ -169,7 +169,7 @@ func TestPartialRefund(t *testing.T) {
 	walletLine(t, tl, step(2), -200, 499)
 
 	for _, id := range []string{charge, "charge:" + charge, "evt_refund_2"} {
-		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
+		byID, err := timeline.Payment(ctx, e.pool, registry, "stripe", id)
 		require.NoError(t, err, id)
 		require.Equal(t, []int64{o.ID}, byID.Orders, id)
 	}
@@ -287,7 +287,7 @@ func TestDebtForgiven(t *testing.T) {
 	require.Contains(t, forgiven[0].Text, "Operator forgave 600 Mana of debt: goodwill, ticket 42")
 	requireOrdered(t, tl)
 
-	pl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	pl, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, "Nothing open", pl.Headline, pl.Verdict)
 	require.Contains(t, pl.Verdict, fmt.Sprintf("Player %d (buyer) holds 0 Mana.", e.player))
@@ -332,7 +332,7 @@ func TestDebtSettled(t *testing.T) {
 	tl = e.order(first.ID)
 	require.False(t, tl.Attention, tl.Verdict)
 	require.Contains(t, tl.Verdict, "The clawback left 600 Mana of debt; later credits settled 600 Mana of the player's debt; nothing is owed now.")
-	pl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	pl, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, "Nothing open", pl.Headline, pl.Verdict)
 	require.Len(t, ofType(pl, "debt_settled"), 1)
