@@ -175,15 +175,16 @@ func TestConfigImportsNoDomainPackage(t *testing.T) {
 
 // TestConsumersKnowNoProvider: what Stripe, Paddle and Creem are lives in
 // their driver packages only. The packages that verify, open, list and
-// refund through drivers (and the money package above all) import no
-// driver and no provider SDK (decision 0010).
+// refund through drivers (and the money package above all), and the
+// timeline and operator page, which ask the registry for the drivers'
+// facts, import no driver and no provider SDK (decisions 0010, 0015).
 func TestConsumersKnowNoProvider(t *testing.T) {
 	t.Parallel()
 	forbidden := []string{"github.com/stripe/stripe-go", "github.com/PaddleHQ/paddle-go-sdk",
 		module + "/internal/provider/stripe", module + "/internal/provider/paddle", module + "/internal/provider/creem",
 		module + "/internal/provider/drivers"}
 	for _, rel := range []string{"fulfillment", "internal/payments/webhook", "internal/payments/checkout", "internal/payments/reconcile",
-		"internal/web/httpapi", "jobs", "config"} {
+		"internal/web/httpapi", "jobs", "config", "internal/ops/timeline", "internal/web/operatorpage"} {
 		p := find(t, rel)
 		for _, d := range p.Deps {
 			for _, f := range forbidden {
