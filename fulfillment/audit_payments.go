@@ -82,7 +82,9 @@ WHERE coalesce(d.outstanding, 0) <> -coalesce(r.total, 0) OR d.outstanding < 0`}
 //     means by its driver's table (see audit_states.go), and the facts and
 //     clawbacks above are recomputed from those, not from what was stored.
 //
-// {{events}} stands for reversal_events as recomputed from the payloads.
+// {{events}} stands for reversal_events as recomputed from the payloads,
+// {{payment_object}} for the id of the provider object a stored payload j
+// of provider p.provider names, where its driver's facts say it lies.
 var truthChecks = []auditCheck{
 	{10, "reversal_event_undecided", `
 SELECT p.order_id, format('%s event %s (%s %s) names payment %s %s but is still pending', e.provider, e.event_id,
@@ -136,10 +138,7 @@ WHERE clawed_back_mana <> want`},
 	{10, "payments_per_provider_object", `
 SELECT min(order_id), format('%s %s is one payment, recorded as %s: %s', provider, object, count(*),
 	string_agg(payment_id, ', ' ORDER BY id))
-FROM (SELECT p.id, p.order_id, p.provider, p.payment_id, CASE p.provider
-		WHEN 'stripe' THEN j->'data'->'object'->>'id'
-		WHEN 'paddle' THEN j->'data'->>'id'
-		WHEN 'creem' THEN j->'object'->>'id' END AS object
+FROM (SELECT p.id, p.order_id, p.provider, p.payment_id, {{payment_object}} AS object
 	FROM payments p JOIN webhook_events w ON w.provider = p.provider AND w.event_id = p.event_id
 	CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(convert_from(w.payload, 'UTF8')::jsonb) = 'object'
 		THEN convert_from(w.payload, 'UTF8')::jsonb END AS j) x) o
@@ -154,24 +153,46 @@ const wellFormedEvent = `((e.kind = 'refund' AND e.state = 'succeeded')
 
 // AuditPayments checks invariants 7 to 10 over the whole database and
 // returns every violation (none when clean); OrderID holds the player id
-// for invariant 9. tables are the drivers' documented statuses (each
-// driver's States), through which invariant 10 reads every stored payload.
-// Run it in a REPEATABLE READ transaction (pass the pgx.Tx) to see one
-// snapshot while work runs.
-func AuditPayments(ctx context.Context, db DB, tables ...provider.StateTable) ([]Violation, error) {
-	return runChecks(ctx, db, append(paymentChecks[:len(paymentChecks):len(paymentChecks)], truthChecksFor(tables)...))
+// for invariant 9. facts are the drivers' (the registry's Facts): invariant
+// 10 reads every stored payload through their documented statuses and
+// finds each payment's provider object where they say it lies. Run it in
+// a REPEATABLE READ transaction (pass the pgx.Tx) to see one snapshot
+// while work runs.
+func AuditPayments(ctx context.Context, db DB, facts ...provider.Facts) ([]Violation, error) {
+	return runChecks(ctx, db, append(paymentChecks[:len(paymentChecks):len(paymentChecks)], truthChecksFor(facts)...))
 }
 
-// truthChecksFor are truthChecks reading reversal events through tables,
-// and the check of each accepted event's state against its payload.
-func truthChecksFor(tables []provider.StateTable) []auditCheck {
+// truthChecksFor are truthChecks reading reversal events and payment
+// objects through the drivers' facts, and the check of each accepted
+// event's state against its payload.
+func truthChecksFor(facts []provider.Facts) []auditCheck {
+	tables := make([]provider.StateTable, len(facts))
+	for i, f := range facts {
+		tables[i] = f.States
+	}
 	events := truthEventsSQL(tables)
+	r := strings.NewReplacer("{{events}}", events, "{{payment_object}}", paymentObjectSQL(facts))
 	out := make([]auditCheck, 0, len(truthChecks)+1)
 	for _, c := range truthChecks {
-		c.sql = strings.ReplaceAll(c.sql, "{{events}}", events)
+		c.sql = r.Replace(c.sql)
 		out = append(out, c)
 	}
 	return append(out, eventStateCheck(events))
+}
+
+// paymentObjectSQL is the CASE that reads, from a stored payload j of
+// provider p.provider, the id of the provider object one payment is, at
+// the JSON path its driver's facts give (NULL for a provider without one).
+func paymentObjectSQL(facts []provider.Facts) string {
+	var b strings.Builder
+	b.WriteString("CASE p.provider")
+	for _, f := range facts {
+		if len(f.PaymentObject) > 0 {
+			b.WriteString(" WHEN " + quote(f.Name) + " THEN j #>> " + quote("{"+strings.Join(f.PaymentObject, ",")+"}"))
+		}
+	}
+	b.WriteString(" ELSE NULL END")
+	return b.String()
 }
 
 // isRecoveryLeg is the SQL of a debt_write_off leg t that recovered a

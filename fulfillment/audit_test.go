@@ -230,11 +230,11 @@ func auditFindings(t *testing.T, b *auditBase) []string {
 	t.Helper()
 	ctx := context.Background()
 	var found []string
-	for _, audit := range []func(context.Context, fulfillment.DB, ...provider.StateTable) ([]fulfillment.Violation, error){
-		func(ctx context.Context, db fulfillment.DB, _ ...provider.StateTable) ([]fulfillment.Violation, error) {
+	for _, audit := range []func(context.Context, fulfillment.DB, ...provider.Facts) ([]fulfillment.Violation, error){
+		func(ctx context.Context, db fulfillment.DB, _ ...provider.Facts) ([]fulfillment.Violation, error) {
 			return fulfillment.Audit(ctx, db)
 		}, fulfillment.AuditPayments} {
-		vs, err := audit(ctx, b.pool, drivers.StateTables()...)
+		vs, err := audit(ctx, b.pool, drivers.Facts()...)
 		require.NoError(t, err)
 		for _, v := range vs {
 			found = append(found, v.Check)
@@ -284,7 +284,7 @@ func TestAuditReadsStatesFromPayloads(t *testing.T) {
 			requireClean(t, e.pool) // the payloads say what was stored
 
 			e.stripePayload("d_close", "charge.dispute.closed", c.sent)
-			vs, err := fulfillment.AuditPayments(context.Background(), e.pool, drivers.StateTables()...)
+			vs, err := fulfillment.AuditPayments(context.Background(), e.pool, drivers.Facts()...)
 			require.NoError(t, err)
 			var found []string
 			for _, v := range vs {

@@ -20,11 +20,12 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -128,8 +129,8 @@ func (s *demoSeed) paidOrder(ctx context.Context, a *app, client *jobs.Client) (
 	intake := webhook.NewHandler(webhook.Options{Pool: pool, River: client,
 		Providers: provider.Select[webhook.Intake](drivers.New(map[string]provider.Options{
 			provider.Stripe: {WebhookSecrets: []string{secret}}})), Logger: slog.New(slog.DiscardHandler)})
-	body := devwebhook.CompletedEvent(provider.Stripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
-	header, value := devwebhook.SignStripe(secret, body, time.Now())
+	body := providerevents.CompletedEvent(provider.Stripe, fmt.Sprintf("evt_demo_%d", order.ID), order.ID, order.Amount, order.Currency)
+	header, value := stripeevents.Sign(secret, body, time.Now())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
 	req.Header.Set(header, value)
 	req.SetPathValue("provider", provider.Stripe)

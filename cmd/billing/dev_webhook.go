@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // sendWebhookTimeout bounds each HTTP call of send-webhook.
@@ -154,7 +154,7 @@ func sendDevWebhook(cmd *cobra.Command, provider string, o sendWebhookOptions) e
 	if body == nil {
 		return fmt.Errorf("send-webhook: %s sends no %q event", provider, o.kind)
 	}
-	header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
+	header, value, err := providerevents.Sign(provider, secret, body, time.Now())
 	if err != nil {
 		return err
 	}
@@ -230,20 +230,20 @@ func (d delivery) print(out io.Writer, answer []byte, asJSON, second bool) error
 // payment it is about: the order's one payment, or with --second-payment
 // a new one. It returns a nil body for a kind the provider does not send.
 func devEventBody(provider, event string, o sendWebhookOptions, amount int64, currency string) ([]byte, string) {
-	payment := devwebhook.OrderPaymentID(provider, strconv.FormatInt(o.order, 10))
+	payment := providerevents.OrderPaymentID(provider, strconv.FormatInt(o.order, 10))
 	id := "dev_" + strconv.FormatInt(o.order, 10)
 	switch o.kind {
 	case "", "payment":
 		if o.second {
 			payment += "_again_" + randomHex(4)
-			return devwebhook.PaymentEvent(provider, event, payment, o.order, amount, currency), payment
+			return providerevents.PaymentEvent(provider, event, payment, o.order, amount, currency), payment
 		}
-		return devwebhook.CompletedEvent(provider, event, o.order, amount, currency), payment
+		return providerevents.CompletedEvent(provider, event, o.order, amount, currency), payment
 	case "refund":
-		return devwebhook.ReversalEvent(provider, event, payment, "ch_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded,
+		return providerevents.ReversalEvent(provider, event, payment, "ch_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded,
 			amount, currency), payment
 	case "dispute-open", "dispute-won", "dispute-lost":
-		return devwebhook.ReversalEvent(provider, event, payment, "dp_"+id, fulfillment.ReversalDispute,
+		return providerevents.ReversalEvent(provider, event, payment, "dp_"+id, fulfillment.ReversalDispute,
 			strings.TrimPrefix(o.kind, "dispute-"), amount, currency), payment
 	}
 	return nil, payment

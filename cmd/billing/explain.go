@@ -14,6 +14,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 )
 
 func newExplainCmd() *cobra.Command {
@@ -51,7 +52,7 @@ func newExplainOrderCmd() *cobra.Command {
 				return fmt.Errorf("explain order: %q is not an order id (a positive number)", args[0])
 			}
 			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
-				return timeline.Order(ctx, pool, id)
+				return timeline.Order(ctx, pool, drivers.New(nil), id)
 			})
 		},
 	}
@@ -82,7 +83,7 @@ several (ch_ is a Stripe charge or a Creem checkout) needs it.`,
 				return err
 			}
 			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
-				return timeline.Payment(ctx, pool, name, id)
+				return timeline.Payment(ctx, pool, drivers.New(nil), name, id)
 			})
 		},
 	}
@@ -109,7 +110,7 @@ func paymentArgs(args []string) (name, id string, err error) {
 	if err := timeline.ValidID(id); err != nil {
 		return "", "", fmt.Errorf("explain payment: %w", err)
 	}
-	switch ps := timeline.ProvidersOf(id); len(ps) {
+	switch ps := drivers.New(nil).ProvidersOf(id); len(ps) {
 	case 1:
 		return ps[0], id, nil
 	case 0:
@@ -158,7 +159,7 @@ date (2026-11-01, UTC), a time (RFC 3339) or how long ago (72h, 30d).`, timeline
 				return err
 			}
 			return explain(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (*timeline.Timeline, error) {
-				return timeline.Player(ctx, pool, id, from)
+				return timeline.Player(ctx, pool, drivers.New(nil), id, from)
 			})
 		},
 	}

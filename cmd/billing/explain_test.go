@@ -15,11 +15,11 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // billing explain order, payment and player print the timeline of a
@@ -43,7 +43,7 @@ func TestExplainCommands(t *testing.T) {
 		SKU: "mana_1000", Provider: "stripe"})
 	require.NoError(t, err)
 	deliver := func(evt string, body []byte) {
-		h, v, err := devwebhook.Sign("stripe", "whsec_cli", body, time.Now())
+		h, v, err := providerevents.Sign("stripe", "whsec_cli", body, time.Now())
 		require.NoError(t, err)
 		req, err := http.NewRequest(http.MethodPost, intake.URL+"/webhooks/stripe", bytes.NewReader(body))
 		require.NoError(t, err)
@@ -58,10 +58,10 @@ func TestExplainCommands(t *testing.T) {
 			return n == 1
 		}, 20*time.Second, 20*time.Millisecond)
 	}
-	paid := devwebhook.CompletedEvent("stripe", "evt_cli_1", o.ID, o.Amount, o.Currency)
+	paid := providerevents.CompletedEvent("stripe", "evt_cli_1", o.ID, o.Amount, o.Currency)
 	deliver("evt_cli_1", paid)
 	deliver("evt_cli_1", paid) // a duplicate delivery, counted on the claim
-	deliver("evt_cli_2", devwebhook.PaymentEvent("stripe", "evt_cli_2", "pi_cli_second", o.ID, o.Amount, o.Currency))
+	deliver("evt_cli_2", providerevents.PaymentEvent("stripe", "evt_cli_2", "pi_cli_second", o.ID, o.Amount, o.Currency))
 	order := strconv.FormatInt(o.ID, 10)
 
 	text := runBilling(t, env, "explain", "order", order)
@@ -133,7 +133,7 @@ func TestExplainCommands(t *testing.T) {
 		require.Contains(t, out, c.want)
 	}
 	// A provider's id holding control characters prints escaped.
-	deliver("evt_cli_3", devwebhook.PaymentEvent("stripe", "evt_cli_3", hostileID, o.ID, o.Amount, o.Currency))
+	deliver("evt_cli_3", providerevents.PaymentEvent("stripe", "evt_cli_3", hostileID, o.ID, o.Amount, o.Currency))
 	text = runBilling(t, env, "explain", "order", order)
 	requirePrintable(t, text)
 	require.Contains(t, text, `also known as pi_\x1b[2J\x1b[31mred\u009b0m\u202eevil\x7f\n`)

@@ -21,11 +21,11 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
 // TestMetrics runs `billing web` and `billing worker` as real processes on
@@ -68,7 +68,7 @@ func startMetricsRun(t *testing.T) *metricsRun {
 		"BILLING_PADDLE_WEBHOOK_SECRET=" + r.secrets["paddle"],
 		"BILLING_CREEM_WEBHOOK_SECRET=" + r.secrets["creem"]}
 	// Checkouts need a provider API: a recording fake plays Stripe and Paddle.
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	env = append(env, "BILLING_STRIPE_SECRET_KEY=sk_test_metrics", "BILLING_STRIPE_API_URL="+fake.URL,
 		"BILLING_PADDLE_API_KEY=pdl_metrics", "BILLING_PADDLE_ENVIRONMENT="+fake.URL)
@@ -92,7 +92,7 @@ func startMetricsRun(t *testing.T) *metricsRun {
 func (r *metricsRun) deliver(provider string, body []byte, secret string, at time.Time) (int, string) {
 	t := r.t
 	t.Helper()
-	header, value, err := devwebhook.Sign(provider, secret, body, at)
+	header, value, err := providerevents.Sign(provider, secret, body, at)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -122,16 +122,16 @@ func (r *metricsRun) checkoutID(sku, provider string) (string, int64) {
 func (r *metricsRun) webhooks() {
 	t, now := r.t, time.Now()
 	paid, paidID := r.checkoutID("mana_1000", "stripe")
-	event := devwebhook.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
+	event := providerevents.CompletedEvent("stripe", "evt_metrics_1", paidID, 999, "usd")
 	for _, want := range []string{"claimed", "duplicate"} {
 		code, body := r.deliver("stripe", event, r.secrets["stripe"], now)
 		require.Equal(t, http.StatusOK, code, body)
 		require.Contains(t, body, want)
 	}
-	code, body := r.deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
+	code, body := r.deliver("stripe", providerevents.CompletedEvent("stripe", "evt_bad", paidID, 999, "usd"), "whsec_wrong", now)
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "bad_signature")
-	code, body = r.deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), r.secrets["stripe"], now.Add(-time.Hour))
+	code, body = r.deliver("stripe", providerevents.CompletedEvent("stripe", "evt_stale", paidID, 999, "usd"), r.secrets["stripe"], now.Add(-time.Hour))
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, "stale_signature")
 	code, body = r.deliver("stripe", []byte(`{"id":"evt_malformed",`), r.secrets["stripe"], now)
@@ -140,9 +140,9 @@ func (r *metricsRun) webhooks() {
 	code, body = r.deliver("stripe", bytes.Repeat([]byte(" "), webhook.MaxBodyBytes+1), r.secrets["stripe"], now)
 	require.Equal(t, http.StatusRequestEntityTooLarge, code, body)
 	wrong, wrongID := r.checkoutID("mana_1000", "paddle")
-	code, body = r.deliver("paddle", devwebhook.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), r.secrets["paddle"], now)
+	code, body = r.deliver("paddle", providerevents.CompletedEvent("paddle", "evt_metrics_2", wrongID, 1, "usd"), r.secrets["paddle"], now)
 	require.Equal(t, http.StatusOK, code, body)
-	code, body = r.deliver("creem", devwebhook.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), r.secrets["creem"], now)
+	code, body = r.deliver("creem", providerevents.CompletedEvent("creem", "evt_metrics_3", 999_999_999, 999, "usd"), r.secrets["creem"], now)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "fulfilled", r.api.waitOrder(paid).Status)
 	require.Equal(t, "rejected", r.api.waitOrder(wrong).Status)

@@ -19,10 +19,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/kit/proctest"
 	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // prometheusBin is Debian's prometheus package's server.
@@ -113,9 +113,9 @@ func promWorkload(t *testing.T, api devAPI, secret string) {
 	order := api.checkout("mana_1000", "stripe")
 	id, err := strconv.ParseInt(order.ID, 10, 64)
 	require.NoError(t, err)
-	event := devwebhook.CompletedEvent("stripe", "evt_prometheus_1", id, 999, "usd")
+	event := providerevents.CompletedEvent("stripe", "evt_prometheus_1", id, 999, "usd")
 	for _, s := range []string{secret, secret, "whsec_wrong"} {
-		header, value, err := devwebhook.Sign("stripe", s, event, time.Now())
+		header, value, err := providerevents.Sign("stripe", s, event, time.Now())
 		require.NoError(t, err)
 		status, _, _ := api.do(http.MethodPost, "/webhooks/stripe", json.RawMessage(event), header, value)
 		require.Contains(t, []int{http.StatusOK, http.StatusBadRequest}, status)
@@ -169,8 +169,8 @@ func promMismatch(t *testing.T, api devAPI, prom *promServer, secret string) {
 	wrong := api.checkout("mana_1000", "stripe")
 	wrongID, err := strconv.ParseInt(wrong.ID, 10, 64)
 	require.NoError(t, err)
-	mismatch := devwebhook.CompletedEvent("stripe", "evt_prometheus_2", wrongID, 1, "usd")
-	header, value, err := devwebhook.Sign("stripe", secret, mismatch, time.Now())
+	mismatch := providerevents.CompletedEvent("stripe", "evt_prometheus_2", wrongID, 1, "usd")
+	header, value, err := providerevents.Sign("stripe", secret, mismatch, time.Now())
 	require.NoError(t, err)
 	status, b, _ := api.do(http.MethodPost, "/webhooks/stripe", json.RawMessage(mismatch), header, value)
 	require.Equal(t, http.StatusOK, status, string(b))

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/payments/reconcile"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
 // TestReconcileCommand runs `billing reconcile` against a provider fake
@@ -24,14 +24,14 @@ func TestReconcileCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL, pool := newDB(t)
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	defer fake.Close()
 	p, _, err := players.Create(ctx, pool, "buyer")
 	require.NoError(t, err)
 	o, err := fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(),
 		fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "stripe"})
 	require.NoError(t, err)
-	fake.AddEvent("stripe", devwebhook.CompletedEvent("stripe", "evt_lost_1", o.ID, o.Amount, o.Currency))
+	fake.AddEvent("stripe", providerevents.CompletedEvent("stripe", "evt_lost_1", o.ID, o.Amount, o.Currency))
 	env := []string{"BILLING_DATABASE_URL=" + dbURL, "BILLING_STRIPE_SECRET_KEY=sk_test_cli", "BILLING_STRIPE_API_URL=" + fake.URL}
 
 	summary := func(args ...string) reconcile.Summary {

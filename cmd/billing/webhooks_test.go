@@ -19,11 +19,11 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // billingStdout runs billing and returns its stdout alone (logs go to
@@ -58,7 +58,7 @@ func TestWebhooksRedriveAndClose(t *testing.T) {
 	p, _, err := players.Create(ctx, pool, "cli")
 	require.NoError(t, err)
 	deliver := func(body []byte) {
-		h, v, err := devwebhook.Sign("stripe", "whsec_cli", body, time.Now())
+		h, v, err := providerevents.Sign("stripe", "whsec_cli", body, time.Now())
 		require.NoError(t, err)
 		req, err := http.NewRequest(http.MethodPost, intake.URL+"/webhooks/stripe", bytes.NewReader(body))
 		require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestWebhooksRedriveAndClose(t *testing.T) {
 		orders[i], err = fulfillment.CreateCheckout(ctx, pool, fulfillment.DefaultSKUs(), fulfillment.CheckoutParams{PlayerID: p.ID,
 			SKU: "mana_1000", Provider: "stripe"})
 		require.NoError(t, err)
-		deliver(devwebhook.CompletedEvent("stripe", "evt_orphan_"+string(rune('a'+i)), orders[i].ID, 999, "usd"))
+		deliver(providerevents.CompletedEvent("stripe", "evt_orphan_"+string(rune('a'+i)), orders[i].ID, 999, "usd"))
 	}
 	_, err = pool.Exec(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE kind = 'fulfill_order'`)
 	require.NoError(t, err)

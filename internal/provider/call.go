@@ -30,10 +30,6 @@ type CheckoutRequest struct {
 // OrderRef is the order id as the provider's metadata carries it.
 func (r CheckoutRequest) OrderRef() string { return strconv.FormatInt(r.OrderID, 10) }
 
-// IdempotencyKey is the provider idempotency key of the order's checkout:
-// derived from our order id only, so every attempt for one order shares it.
-func (r CheckoutRequest) IdempotencyKey() string { return "billing-checkout-order-" + r.OrderRef() }
-
 // Session is a provider's hosted checkout.
 type Session struct {
 	ID  string

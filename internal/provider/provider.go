@@ -61,6 +61,8 @@ type Provider interface {
 	ListEvents(ctx context.Context, since time.Time, fn func(eventID string, body []byte) error) error
 	// Refund gives r's payment back and returns the provider's refund id.
 	Refund(ctx context.Context, r RefundRequest) (refundID string, err error)
+	// Facts are what the rest of billing knows of the provider, as data.
+	Facts() Facts
 }
 
 // Capability is one of the things a Provider does.

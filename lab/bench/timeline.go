@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -140,7 +140,7 @@ func (tb *timelineBench) deliver(provider string, body []byte) error {
 	if body == nil {
 		return fmt.Errorf("bench timeline: no %s event", provider)
 	}
-	h, v, err := devwebhook.Sign(provider, benchSecrets[provider][0], body, time.Now())
+	h, v, err := providerevents.Sign(provider, benchSecrets[provider][0], body, time.Now())
 	if err != nil {
 		return err
 	}

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -39,14 +40,14 @@ func (tb *timelineBench) send(ctx context.Context, provider, eventID string, bod
 // pay sends the order's one completed payment.
 func (tb *timelineBench) pay(ctx context.Context, o *fulfillment.Order) error {
 	evt := fmt.Sprintf("evt_tlb_pay_%d", o.ID)
-	return tb.send(ctx, o.Provider, evt, devwebhook.CompletedEvent(o.Provider, evt, o.ID, o.Amount, o.Currency))
+	return tb.send(ctx, o.Provider, evt, providerevents.CompletedEvent(o.Provider, evt, o.ID, o.Amount, o.Currency))
 }
 
 // reverse sends a refund or dispute of the order's payment.
 func (tb *timelineBench) reverse(ctx context.Context, o *fulfillment.Order, tag, id, kind, state string, amount int64) error {
 	evt := fmt.Sprintf("evt_tlb_%s_%d", tag, o.ID)
-	payment := devwebhook.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10))
-	return tb.send(ctx, o.Provider, evt, devwebhook.ReversalEvent(o.Provider, evt, payment, id, kind, state, amount, o.Currency))
+	payment := providerevents.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10))
+	return tb.send(ctx, o.Provider, evt, providerevents.ReversalEvent(o.Provider, evt, payment, id, kind, state, amount, o.Currency))
 }
 
 // history opens an order through provider, pays it and runs then on it.
@@ -67,7 +68,7 @@ func (tb *timelineBench) doubleCharge(ctx context.Context, _ int) error {
 	return tb.history(ctx, provider.Stripe, func(o *fulfillment.Order) error {
 		pi, evt := fmt.Sprintf("pi_tlb_second_%d", o.ID), fmt.Sprintf("evt_tlb_second_%d", o.ID)
 		tb.intents = append(tb.intents, pi)
-		return tb.send(ctx, "stripe", evt, devwebhook.PaymentEvent("stripe", evt, pi, o.ID, o.Amount, o.Currency))
+		return tb.send(ctx, "stripe", evt, providerevents.PaymentEvent("stripe", evt, pi, o.ID, o.Amount, o.Currency))
 	})
 }
 
@@ -145,12 +146,12 @@ func (tb *timelineBench) background(ctx context.Context, n int) error {
 
 func (tb *timelineBench) backgroundOrder(o *fulfillment.Order, refund bool) error {
 	evt := fmt.Sprintf("evt_tlb_bg_%d", o.ID)
-	if err := tb.deliver(o.Provider, devwebhook.CompletedEvent(o.Provider, evt, o.ID, o.Amount, o.Currency)); err != nil || !refund {
+	if err := tb.deliver(o.Provider, providerevents.CompletedEvent(o.Provider, evt, o.ID, o.Amount, o.Currency)); err != nil || !refund {
 		return err
 	}
-	pi := devwebhook.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10))
+	pi := providerevents.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10))
 	evt = fmt.Sprintf("evt_tlb_bgr_%d", o.ID)
-	return tb.deliver(o.Provider, devwebhook.ReversalEvent(o.Provider, evt, pi, fmt.Sprintf("ch_tlb_bg_%d", o.ID),
+	return tb.deliver(o.Provider, providerevents.ReversalEvent(o.Provider, evt, pi, fmt.Sprintf("ch_tlb_bg_%d", o.ID),
 		fulfillment.ReversalRefund, fulfillment.StateSucceeded, o.Amount, o.Currency))
 }
 
@@ -163,22 +164,22 @@ func (tb *timelineBench) measure(ctx context.Context, whale int64) (*timelineSte
 		return nil, err
 	}
 	tb.env.Progressf("timeline: measuring at %d transactions (load %s)", st.Transactions, st.LoadAverage)
-	pool := tb.env.Pool
+	pool, reg := tb.env.Pool, drivers.New(nil)
 	st.Order = Load(ctx, "order", tb.env.Clients, tb.env.Duration, pick(tb.orders, func(ctx context.Context, id int64) error {
-		_, err := timeline.Order(ctx, pool, id)
+		_, err := timeline.Order(ctx, pool, reg, id)
 		return err
 	}))
 	st.Payment = Load(ctx, "payment", tb.env.Clients, tb.env.Duration, pick(tb.intents, func(ctx context.Context, pi string) error {
-		_, err := timeline.Payment(ctx, pool, "stripe", pi)
+		_, err := timeline.Payment(ctx, pool, reg, "stripe", pi)
 		return err
 	}))
 	st.Player = Load(ctx, "player", tb.env.Clients, tb.env.Duration, pick(tb.subjects, func(ctx context.Context, id int64) error {
-		_, err := timeline.Player(ctx, pool, id, time.Time{})
+		_, err := timeline.Player(ctx, pool, reg, id, time.Time{})
 		return err
 	}))
 	if whale != 0 {
 		st.Whale = Load(ctx, "whale_player", tb.env.Clients, tb.env.Duration, pick([]int64{whale}, func(ctx context.Context, id int64) error {
-			_, err := timeline.Player(ctx, pool, id, time.Time{})
+			_, err := timeline.Player(ctx, pool, reg, id, time.Time{})
 			return err
 		}))
 	}

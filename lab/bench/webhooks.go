@@ -17,11 +17,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/jobs"
 )
 
@@ -88,7 +89,7 @@ func runWebhooks(ctx context.Context, env Env, fs *pflag.FlagSet) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
-	sample := devwebhook.CompletedEvent(provider.Stripe, "evt_sample_"+run, orders[0].ID, orders[0].Amount, orders[0].Currency)
+	sample := providerevents.CompletedEvent(provider.Stripe, "evt_sample_"+run, orders[0].ID, orders[0].Amount, orders[0].Currency)
 	if err := seedDupEvents(ctx, env, orders[0].ID, sample); err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func (d *deliverer) op(ctx context.Context, client int, _ int64) error {
 		body = sent[rng.IntN(len(sent))] // a redelivery: same event, signed afresh
 	} else {
 		o := d.orders[int(n)%len(d.orders)]
-		body = devwebhook.CompletedEvent(provider.Stripe, fmt.Sprintf("evt_%s_%d", d.run, n),
+		body = providerevents.CompletedEvent(provider.Stripe, fmt.Sprintf("evt_%s_%d", d.run, n),
 			o.ID, o.Amount, o.Currency)
 		if len(d.sent[client]) < sentRing {
 			d.sent[client] = append(d.sent[client], body)
@@ -247,7 +248,7 @@ func (d *deliverer) op(ctx context.Context, client int, _ int64) error {
 			d.sent[client][n%sentRing] = body
 		}
 	}
-	name, value := devwebhook.SignStripe(d.secret, body, time.Now())
+	name, value := stripeevents.Sign(d.secret, body, time.Now())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.urls[client%len(d.urls)], bytes.NewReader(body))
 	if err != nil {
 		return err

@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/dev/procs"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/lab/e2e"
 )
 
@@ -96,8 +96,8 @@ func rejectedPage(t *testing.T, bctx context.Context, base, apiKey, secret strin
 	require.NoError(t, json.Unmarshal([]byte(body), &order))
 	id, err := strconv.ParseInt(order.ID, 10, 64)
 	require.NoError(t, err)
-	event := devwebhook.CompletedEvent("creem", "evt_dev_wrong_"+order.ID, id, 1, "usd")
-	header, value, err := devwebhook.Sign("creem", secret, event, time.Now())
+	event := providerevents.CompletedEvent("creem", "evt_dev_wrong_"+order.ID, id, 1, "usd")
+	header, value, err := providerevents.Sign("creem", secret, event, time.Now())
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/creem", bytes.NewReader(event))
 	require.NoError(t, err)

@@ -24,15 +24,16 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/ops/audit"
 	"github.com/fibe-dev/billing/internal/ops/audit/audittest"
 	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/internal/web/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -137,7 +138,7 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	// (no worker runs, so it stays queued).
 	orderID, err := strconv.ParseInt(h.alice.order, 10, 64)
 	require.NoError(t, err)
-	h.paidEvent = devwebhook.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
+	h.paidEvent = providerevents.CompletedEvent("stripe", "evt_hostile_paid", orderID, 999, "usd")
 	r := h.send(t, h.signed("stripe", h.paidEvent))
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
 	require.Empty(t, errs.all())
@@ -150,12 +151,12 @@ func (h *hostileEnv) clock() time.Time { return h.now }
 // pointed at a recording provider fake (and hostileSecret signing its
 // webhooks), with a Creem product priced like each SKU of skus.
 func fakeProviders(t *testing.T, skus map[string]fulfillment.SKU) map[string]provider.Options {
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	for name, sku := range skus {
 		sku.CreemProductID = "prod_" + name
 		skus[name] = sku
-		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+		fake.SetProduct(sku.CreemProductID, fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	secrets := []string{hostileSecret}
 	return map[string]provider.Options{
@@ -372,7 +373,7 @@ func (h *hostileEnv) rawPost(path, body string, headers ...string) string {
 
 // signed is a webhook delivery of body, correctly signed for provider.
 func (h *hostileEnv) signed(provider string, body []byte) hostileReq {
-	name, value, err := devwebhook.Sign(provider, hostileSecret, body, h.now)
+	name, value, err := providerevents.Sign(provider, hostileSecret, body, h.now)
 	if err != nil {
 		panic(err)
 	}
@@ -586,7 +587,7 @@ func (h *hostileEnv) cases() []hostileCase {
 	orderID, _ := strconv.ParseInt(h.alice.order, 10, 64)
 	for _, p := range hostileProviders {
 		// A correctly signed paid event for alice's order, padded to 10 MB.
-		body := padded(string(devwebhook.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
+		body := padded(string(providerevents.CompletedEvent(p, "evt_10mb_"+p, orderID, 999, "usd")))
 		add(hostileCase{name: "10MB/webhook " + p + " signed", req: h.signed(p, body), status: 413, code: "payload_too_large"})
 		q := h.signed(p, body)
 		q.chunked = true
@@ -782,7 +783,7 @@ func (h *hostileEnv) cases() []hostileCase {
 		q := h.signed("stripe", h.paidEvent)
 		q.body = bytes.Replace(h.paidEvent, []byte(`"amount_total":999`), []byte(`"amount_total":999999`), 1)
 		add(hostileCase{name: "webhook/tampered body", req: q, status: 400, code: "bad_signature"})
-		name, value, _ := devwebhook.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
+		name, value, _ := providerevents.Sign("paddle", hostileSecret, h.paidEvent, h.now.Add(-time.Hour))
 		add(hostileCase{name: "webhook/stale signature", status: 400, code: "stale_signature",
 			req: hostileReq{method: http.MethodPost, path: "/webhooks/paddle", body: h.paidEvent, header: map[string]string{name: value}}})
 	}

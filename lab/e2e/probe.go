@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // probe measures when writes are acknowledged again after a fault: every
@@ -70,7 +70,7 @@ func (p *probe) send(hc *http.Client, id string) {
 	}
 	body := []byte(`{"id":"` + id + `","object":"event","type":"customer.created","data":{"object":{"id":"cus_probe"}}}`)
 	s := probeSend{start: time.Now()}
-	header, value, err := devwebhook.Sign("stripe", p.run.secrets["stripe"], body, s.start)
+	header, value, err := providerevents.Sign("stripe", p.run.secrets["stripe"], body, s.start)
 	if err != nil {
 		return
 	}

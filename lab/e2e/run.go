@@ -22,7 +22,10 @@ import (
 	"github.com/fibe-dev/billing/internal/dev/pglocal"
 	"github.com/fibe-dev/billing/internal/dev/procs"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
+	"github.com/fibe-dev/billing/internal/provider/creem/creemfake"
+	"github.com/fibe-dev/billing/internal/provider/paddle/paddlefake"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripefake"
 )
 
 // Options size a chaos run.
@@ -105,7 +108,7 @@ type Run struct {
 	// the settle phase's own start nor outlive the run.
 	restarts sync.WaitGroup
 	// providers plays Stripe, Paddle and Creem for checkouts.
-	providers  *providerfake.Server
+	providers  *fakeapi.Server
 	configPath string
 	// loadEnd (database clock): jobs created before it are the workload's.
 	loadEnd time.Time
@@ -263,13 +266,13 @@ func (r *Run) env() []string {
 // startProviders starts the provider fake and writes the billing.yaml that
 // gives each SKU its Creem product (Creem prices by product).
 func (r *Run) startProviders() error {
-	r.providers = providerfake.Start()
+	r.providers = fakeapi.Start(stripefake.Routes, paddlefake.Routes, creemfake.Routes) // providertest.StartFake, without linking testing
 	var yaml strings.Builder
 	yaml.WriteString("skus:\n")
 	for name, sku := range fulfillment.DefaultSKUs() {
 		fmt.Fprintf(&yaml, "  %s: {amount: %d, currency: %s, mana: %d, creem_product_id: prod_%s}\n",
 			name, sku.Amount, sku.Currency, sku.Mana, name)
-		r.providers.SetProduct("prod_"+name, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+		r.providers.SetProduct("prod_"+name, fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	r.configPath = filepath.Join(r.opts.Dir, "billing.yaml")
 	return os.WriteFile(r.configPath, []byte(yaml.String()), 0o644)

@@ -21,11 +21,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/dev/procs"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/lab/e2e"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -194,23 +194,23 @@ func seedTimelineHistories(t *testing.T, ctx context.Context, pool *pgxpool.Pool
 	status, replayed := s.postCheckout("stripe", 1) // the client retried its call
 	require.Equal(t, http.StatusCreated, status, replayed)
 	require.Equal(t, strconv.FormatInt(twice, 10), replayed, "a replay answers the same order")
-	paid := devwebhook.CompletedEvent("stripe", "evt_tl_1", twice, 999, "usd")
+	paid := providerevents.CompletedEvent("stripe", "evt_tl_1", twice, 999, "usd")
 	s.send("stripe", "evt_tl_1", paid)
 	s.post("stripe", "evt_tl_1", paid) // Stripe retried it twice
 	s.post("stripe", "evt_tl_1", paid)
-	s.send("stripe", "evt_tl_2", devwebhook.PaymentEvent("stripe", "evt_tl_2", "pi_tl_second", twice, 999, "usd"))
+	s.send("stripe", "evt_tl_2", providerevents.PaymentEvent("stripe", "evt_tl_2", "pi_tl_second", twice, 999, "usd"))
 	refunded := s.checkout("stripe")
-	s.send("stripe", "evt_tl_3", devwebhook.CompletedEvent("stripe", "evt_tl_3", refunded, 999, "usd"))
+	s.send("stripe", "evt_tl_3", providerevents.CompletedEvent("stripe", "evt_tl_3", refunded, 999, "usd"))
 	for i, amount := range []int64{300, 500} {
 		evt := fmt.Sprintf("evt_tl_refund_%d", i)
 		s.send("stripe", evt, s.reversal("stripe", evt, refunded, "ch_tl_refunded", fulfillment.ReversalRefund, fulfillment.StateSucceeded, amount))
 	}
 	disputed := s.checkout("paddle")
-	s.send("paddle", "evt_tl_4", devwebhook.CompletedEvent("paddle", "evt_tl_4", disputed, 999, "usd"))
+	s.send("paddle", "evt_tl_4", providerevents.CompletedEvent("paddle", "evt_tl_4", disputed, 999, "usd"))
 	s.send("paddle", "evt_tl_cb", s.reversal("paddle", "evt_tl_cb", disputed, "adj_tl_cb", fulfillment.ReversalDispute, fulfillment.StateLost, 999))
 	s.send("paddle", "evt_tl_cbr", s.reversal("paddle", "evt_tl_cbr", disputed, "adj_tl_cbr", fulfillment.ReversalDispute, fulfillment.StateWon, 999))
 	debt := s.checkout("creem")
-	s.send("creem", "evt_tl_5", devwebhook.CompletedEvent("creem", "evt_tl_5", debt, 999, "usd"))
+	s.send("creem", "evt_tl_5", providerevents.CompletedEvent("creem", "evt_tl_5", debt, 999, "usd"))
 	_, err = wallet.New(pool, wallet.Options{}).Adjust(ctx, wallet.AdjustParams{PlayerID: p.ID, Currency: wallet.Mana, Amount: -2899,
 		Reason: "spent on a Marquee", Key: "tl-spend"})
 	require.NoError(t, err)
@@ -280,8 +280,8 @@ func (s *seeder) orderWithoutCheckout(provider string) int64 {
 }
 
 func (s *seeder) reversal(provider, evt string, order int64, id, kind, state string, amount int64) []byte {
-	payment := devwebhook.OrderPaymentID(provider, strconv.FormatInt(order, 10))
-	return devwebhook.ReversalEvent(provider, evt, payment, id, kind, state, amount, "usd")
+	payment := providerevents.OrderPaymentID(provider, strconv.FormatInt(order, 10))
+	return providerevents.ReversalEvent(provider, evt, payment, id, kind, state, amount, "usd")
 }
 
 // send posts an event and waits until the worker finished its job.
@@ -299,7 +299,7 @@ func (s *seeder) send(provider, evt string, body []byte) {
 func (s *seeder) post(provider, evt string, body []byte) {
 	s.t.Helper()
 	require.NotNil(s.t, body)
-	h, v, err := devwebhook.Sign(provider, timelineSecrets[provider], body, time.Now())
+	h, v, err := providerevents.Sign(provider, timelineSecrets[provider], body, time.Now())
 	require.NoError(s.t, err)
 	req, err := http.NewRequest(http.MethodPost, s.base+"/webhooks/"+provider, bytes.NewReader(body))
 	require.NoError(s.t, err)

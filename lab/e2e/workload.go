@@ -15,8 +15,8 @@ import (
 
 	"github.com/fibe-dev/billing/fibe"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // player drives one player's seeded stream of actions until ctx ends.
@@ -115,7 +115,7 @@ func (p *player) buy(ctx context.Context) {
 	}
 	p.seq++
 	eventID := fmt.Sprintf("evt_%d_%d_%d", p.run.opts.Seed, p.pm.id, p.seq)
-	body := devwebhook.CompletedEvent(provider, eventID, id, amount, order.Currency)
+	body := providerevents.CompletedEvent(provider, eventID, id, amount, order.Currency)
 	if provider != "creem" { // Creem has no event listing
 		p.run.providers.AddEvent(provider, body)
 		// One payment in fifteen loses its webhook for good: the provider
@@ -144,10 +144,10 @@ func (p *player) buy(ctx context.Context) {
 // that mints, so which one a refund names would decide the clawback.
 func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 	order := strconv.FormatInt(om.id, 10)
-	payment := devwebhook.OrderPaymentID(om.provider, order)
+	payment := providerevents.OrderPaymentID(om.provider, order)
 	if p.rng.IntN(100) < 4 {
 		id := p.nextEvent()
-		body := devwebhook.PaymentEvent(om.provider, id, payment+"_double", om.id, om.amount, om.currency)
+		body := providerevents.PaymentEvent(om.provider, id, payment+"_double", om.id, om.amount, om.currency)
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.doublePaid = true })
 		}
@@ -163,7 +163,7 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 			refund = 1 + p.rng.Int64N(om.amount)
 		}
 		id := p.nextEvent()
-		body := devwebhook.ReversalEvent(om.provider, id, payment, "rf_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, refund, om.currency)
+		body := providerevents.ReversalEvent(om.provider, id, payment, "rf_"+id, fulfillment.ReversalRefund, fulfillment.StateSucceeded, refund, om.currency)
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.refunded = refund })
 		}
@@ -174,7 +174,7 @@ func (p *player) moneyBack(ctx context.Context, om *orderModel) {
 			state = fulfillment.StateOpen
 		}
 		id := p.nextEvent()
-		body := devwebhook.ReversalEvent(om.provider, id, payment, "dp_"+id, fulfillment.ReversalDispute, state, om.amount, om.currency)
+		body := providerevents.ReversalEvent(om.provider, id, payment, "dp_"+id, fulfillment.ReversalDispute, state, om.amount, om.currency)
 		if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 			p.run.model.with(func() { om.disputed = om.amount })
 			p.winDispute(ctx, om, payment, "dp_"+id)
@@ -193,7 +193,7 @@ func (p *player) hostileReversal(ctx context.Context, om *orderModel, payment st
 		other = "usd"
 	}
 	refund := func(id, reversal string, amount int64, currency string) bool {
-		body := devwebhook.ReversalEvent(om.provider, id, payment, reversal, fulfillment.ReversalRefund,
+		body := providerevents.ReversalEvent(om.provider, id, payment, reversal, fulfillment.ReversalRefund,
 			fulfillment.StateSucceeded, amount, currency)
 		return p.run.deliver(ctx, p.rng, om.provider, id, body)
 	}
@@ -231,7 +231,7 @@ func (p *player) winDispute(ctx context.Context, om *orderModel, payment, disput
 	if om.provider == provider.Paddle {
 		dispute = "adj_" + id // the reversal is an adjustment of its own
 	}
-	body := devwebhook.ReversalEvent(om.provider, id, payment, dispute, fulfillment.ReversalDispute, fulfillment.StateWon, om.amount, om.currency)
+	body := providerevents.ReversalEvent(om.provider, id, payment, dispute, fulfillment.ReversalDispute, fulfillment.StateWon, om.amount, om.currency)
 	if p.run.deliver(ctx, p.rng, om.provider, id, body) {
 		p.run.model.with(func() { om.disputed, om.disputeWon = 0, true })
 	}
@@ -361,7 +361,7 @@ func (r *Run) deliverOne(ctx context.Context, rng *rand.Rand, provider, secret s
 		webs := r.liveWebAddrs()
 		if len(webs) > 0 {
 			addr := webs[rng.IntN(len(webs))]
-			header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
+			header, value, err := providerevents.Sign(provider, secret, body, time.Now())
 			if err != nil {
 				r.logf("sign: %v", err)
 				return false

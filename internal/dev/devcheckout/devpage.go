@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // Options configure Handler.
@@ -100,7 +100,7 @@ func (p *devPage) payAgain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	suffix := "_again_" + randomHex(4)
-	payment := devwebhook.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10)) + suffix
+	payment := providerevents.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10)) + suffix
 	p.send(w, r, o, "evt_devpay_"+strconv.FormatInt(o.ID, 10)+suffix, payment, "again")
 }
 
@@ -157,11 +157,11 @@ func randomHex(n int) string {
 // for the order (of provider payment payment; "" for the order's first),
 // and its signature header.
 func signedCompletedEvent(provider, secret, eventID, payment string, order, amount int64, currency string) ([]byte, string, string, error) {
-	body := devwebhook.CompletedEvent(provider, eventID, order, amount, currency)
+	body := providerevents.CompletedEvent(provider, eventID, order, amount, currency)
 	if payment != "" {
-		body = devwebhook.PaymentEvent(provider, eventID, payment, order, amount, currency)
+		body = providerevents.PaymentEvent(provider, eventID, payment, order, amount, currency)
 	}
-	header, value, err := devwebhook.Sign(provider, secret, body, time.Now())
+	header, value, err := providerevents.Sign(provider, secret, body, time.Now())
 	return body, header, value, err
 }
 

@@ -23,7 +23,7 @@ func (Simulated) Available(provider.Capability) error { return nil }
 
 // OpenCheckout returns the local page of the order; it never fails.
 func (s Simulated) OpenCheckout(_ context.Context, r provider.CheckoutRequest) (*provider.Session, error) {
-	return &provider.Session{ID: "dev_" + r.OrderRef(), URL: strings.TrimRight(s.BaseURL, "/") + Path + r.OrderRef()}, nil
+	return &provider.Session{ID: provider.SimulatedCheckout + r.OrderRef(), URL: strings.TrimRight(s.BaseURL, "/") + Path + r.OrderRef()}, nil
 }
 
 // WithSimulated returns openers with every provider of names that cannot

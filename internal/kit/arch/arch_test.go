@@ -129,6 +129,42 @@ func TestServiceLinksNoLab(t *testing.T) {
 	}
 	for _, d := range find(t, "cmd/billing").Deps {
 		require.False(t, strings.HasPrefix(d, module+"/internal/kit/"), "the billing binary links the test kit's %s", d)
+		// Each provider's fake API (internal/provider/<name>/<name>fake)
+		// and what they share (providertest) are test support too.
+		require.False(t, strings.HasPrefix(d, module+"/internal/provider/") &&
+			(strings.HasSuffix(d, "fake") || strings.Contains(d, "/providertest")), "the billing binary links the fake %s", d)
+	}
+}
+
+// providerSDKs are the provider SDKs, each with the one folder that may
+// import it.
+var providerSDKs = map[string]string{
+	"github.com/stripe/stripe-go":       module + "/internal/provider/stripe",
+	"github.com/PaddleHQ/paddle-go-sdk": module + "/internal/provider/paddle",
+}
+
+// TestProviderSDKsStayInTheirFolder: a provider is one folder (decision
+// 0015). Its SDK is imported only by packages under
+// internal/provider/<that provider>/, their tests included: the driver,
+// its event builder and its fake API. Anything else asks the registry for
+// the provider's facts, or providerevents for its events.
+func TestProviderSDKsStayInTheirFolder(t *testing.T) {
+	t.Parallel()
+	for _, p := range packages(t) {
+		name := p.name()
+		if !strings.HasPrefix(name, module) {
+			continue
+		}
+		for _, deps := range [][]string{p.Imports, p.TestImports, p.XTestImports} {
+			for _, d := range deps {
+				for sdk, folder := range providerSDKs {
+					if d == sdk || strings.HasPrefix(d, sdk+"/") {
+						require.True(t, name == folder || strings.HasPrefix(name, folder+"/"),
+							"%s imports %s: only packages under %s may", p.ImportPath, d, folder)
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -143,15 +179,16 @@ func TestConfigImportsNoDomainPackage(t *testing.T) {
 
 // TestConsumersKnowNoProvider: what Stripe, Paddle and Creem are lives in
 // their driver packages only. The packages that verify, open, list and
-// refund through drivers (and the money package above all) import no
-// driver and no provider SDK (decision 0010).
+// refund through drivers (and the money package above all), and the
+// timeline and operator page, which ask the registry for the drivers'
+// facts, import no driver and no provider SDK (decisions 0010, 0015).
 func TestConsumersKnowNoProvider(t *testing.T) {
 	t.Parallel()
 	forbidden := []string{"github.com/stripe/stripe-go", "github.com/PaddleHQ/paddle-go-sdk",
 		module + "/internal/provider/stripe", module + "/internal/provider/paddle", module + "/internal/provider/creem",
 		module + "/internal/provider/drivers"}
 	for _, rel := range []string{"fulfillment", "internal/payments/webhook", "internal/payments/checkout", "internal/payments/reconcile",
-		"internal/web/httpapi", "jobs", "config"} {
+		"internal/web/httpapi", "jobs", "config", "internal/ops/timeline", "internal/web/operatorpage"} {
 		p := find(t, rel)
 		for _, d := range p.Deps {
 			for _, f := range forbidden {
@@ -163,11 +200,15 @@ func TestConsumersKnowNoProvider(t *testing.T) {
 
 // TestProductionPathsKnowNoDevFixtures: the intake, the HTTP API and the
 // provider drivers (the production paths a provider's delivery takes) do
-// not depend on the development fixtures; only billing dev and tests may.
+// not depend on the development fixtures (providerevents and each
+// provider's <name>events builder); only billing dev and tests may.
 func TestProductionPathsKnowNoDevFixtures(t *testing.T) {
 	t.Parallel()
 	for _, rel := range []string{"internal/payments/webhook", "internal/web/httpapi", "internal/provider/drivers"} {
-		require.NotContains(t, find(t, rel).Deps, module+"/internal/dev/devwebhook", "%s imports devwebhook", rel)
+		for _, d := range find(t, rel).Deps {
+			require.False(t, d == module+"/internal/provider/providerevents" || strings.HasSuffix(d, "events") &&
+				strings.HasPrefix(d, module+"/internal/provider/"), "%s imports the event builder %s", rel, d)
+		}
 	}
 }
 

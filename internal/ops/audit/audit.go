@@ -70,7 +70,7 @@ var domainChecks = []domainCheck{
 		return lines(webhook.Audit(ctx, db, webhook.AuditOptions{Since: o.WebhookSince}))
 	}},
 	{"payments", 7, 10, func(ctx context.Context, db dbtx.DB, _ Options) ([]string, error) {
-		return lines(fulfillment.AuditPayments(ctx, db, drivers.StateTables()...))
+		return lines(fulfillment.AuditPayments(ctx, db, drivers.Facts()...))
 	}},
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/dev/devcheckout"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
@@ -31,8 +30,12 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
 )
+
+// registry is the drivers' registry the timelines ask for their facts.
+var registry = drivers.New(nil)
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
@@ -103,7 +106,7 @@ func (e *env) open(provider, key string) *fulfillment.Order {
 func (e *env) deliver(provider string, body []byte) string {
 	e.t.Helper()
 	require.NotNil(e.t, body)
-	h, v, err := devwebhook.Sign(provider, secrets[provider][0], body, time.Now())
+	h, v, err := providerevents.Sign(provider, secrets[provider][0], body, time.Now())
 	require.NoError(e.t, err)
 	req, err := http.NewRequest(http.MethodPost, e.intake.URL+"/webhooks/"+provider, bytes.NewReader(body))
 	require.NoError(e.t, err)
@@ -146,19 +149,19 @@ func (e *env) waitJob(eventID string) string {
 // pay delivers the order's one completed payment and waits for it.
 func (e *env) pay(o *fulfillment.Order, eventID string) string {
 	e.t.Helper()
-	return e.deliverAndWait(o.Provider, eventID, devwebhook.CompletedEvent(o.Provider, eventID, o.ID, o.Amount, o.Currency))
+	return e.deliverAndWait(o.Provider, eventID, providerevents.CompletedEvent(o.Provider, eventID, o.ID, o.Amount, o.Currency))
 }
 
 // reverse delivers a refund or dispute of the order's payment.
 func (e *env) reverse(o *fulfillment.Order, eventID, id, kind, state string, amount int64, currency string) string {
 	e.t.Helper()
-	payment := devwebhook.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10))
-	return e.deliverAndWait(o.Provider, eventID, devwebhook.ReversalEvent(o.Provider, eventID, payment, id, kind, state, amount, currency))
+	payment := providerevents.OrderPaymentID(o.Provider, strconv.FormatInt(o.ID, 10))
+	return e.deliverAndWait(o.Provider, eventID, providerevents.ReversalEvent(o.Provider, eventID, payment, id, kind, state, amount, currency))
 }
 
 func (e *env) order(id int64) *timeline.Timeline {
 	e.t.Helper()
-	tl, err := timeline.Order(context.Background(), e.pool, id)
+	tl, err := timeline.Order(context.Background(), e.pool, registry, id)
 	require.NoError(e.t, err)
 	return tl
 }

@@ -28,7 +28,7 @@ func TestPlayerTimelineTellsKeys(t *testing.T) {
 	_, _, err = players.Revoke(ctx, e.pool, e.player, extra.ID, "leaked in a ticket")
 	require.NoError(t, err)
 
-	pl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	pl, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})
 	require.NoError(t, err)
 	requireOrdered(t, pl)
 	out := text(t, pl)
@@ -50,7 +50,7 @@ func TestPlayerTimelineTellsKeys(t *testing.T) {
 	require.Equal(t, timeline.LayerAPIKey, expired[0].Layer)
 	require.Contains(t, out, "api_key")
 
-	later, err := timeline.Player(ctx, e.pool, e.player, time.Now().Add(time.Hour))
+	later, err := timeline.Player(ctx, e.pool, registry, e.player, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Empty(t, ofType(later, timeline.TypeKeyRevoked), "--since keeps only what happened from then on")
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/fibe-dev/billing/fulfillment"
@@ -78,15 +77,8 @@ func (h *history) orderLine(o *orderRow) Line {
 	if o.CheckoutKey != "" {
 		l.Keys = append(l.Keys, Key{KeyAPI, o.CheckoutKey})
 	}
-	switch {
-	case o.CheckoutID == "":
-	case strings.HasPrefix(o.CheckoutID, simulatedCheckout):
+	if simulated(o.CheckoutID) {
 		l.Details = append(l.Details, "a simulated checkout page (billing dev): no provider was called")
-	case o.Provider == provider.Stripe:
-		l.Keys = append(l.Keys, Key{KeyProvider, provider.CheckoutRequest{OrderID: o.ID}.IdempotencyKey()})
-	case o.Provider == provider.Creem:
-		// Creem takes no idempotency key; its checkout carries this request id.
-		l.Keys = append(l.Keys, Key{KeyCreemRequest, "order_" + strconv.FormatInt(o.ID, 10)})
 	}
 	if k := h.apiKey(o); k != nil {
 		l.Details = append(l.Details, apiKeyDetail(k))
@@ -94,9 +86,36 @@ func (h *history) orderLine(o *orderRow) Line {
 	return l
 }
 
-// simulatedCheckout starts the checkout id of billing dev's simulated page
-// (devcheckout.Simulated).
-const simulatedCheckout = "dev_"
+// simulated reports whether checkoutID is billing dev's simulated page's
+// (devcheckout.Simulated): no provider was called, so none keyed it.
+func simulated(checkoutID string) bool {
+	return strings.HasPrefix(checkoutID, provider.SimulatedCheckout)
+}
+
+// addCheckoutKeys adds to each order line of t the key the order's
+// provider's driver sent with its checkout, in the form its facts give
+// (none for a provider that takes none, or a simulated checkout).
+func addCheckoutKeys(t *Timeline, reg *provider.Registry) *Timeline {
+	for i := range t.Lines {
+		l := &t.Lines[i]
+		if l.Type != "order_opened" || l.Refs.ProviderID == "" || simulated(l.Refs.ProviderID) {
+			continue
+		}
+		p, ok := reg.Get(l.Refs.Provider)
+		if !ok {
+			continue
+		}
+		k := p.Facts().CheckoutKey
+		if key := k.For(l.Refs.OrderID); key != "" {
+			kind := KeyProvider
+			if k.Field != "Idempotency-Key" {
+				kind = l.Refs.Provider + " " + k.Field // what the checkout carries instead
+			}
+			l.Keys = append(l.Keys, Key{kind, key})
+		}
+	}
+	return t
+}
 
 func (h *history) apiKey(o *orderRow) *apiKeyRow {
 	for _, k := range h.apiKeys {

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -21,23 +21,23 @@ func TestNotFound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, "")
-	_, err := timeline.Order(ctx, e.pool, 424242)
+	_, err := timeline.Order(ctx, e.pool, registry, 424242)
 	require.ErrorIs(t, err, timeline.ErrNotFound)
 	require.ErrorContains(t, err, "no order 424242")
-	_, err = timeline.Payment(ctx, e.pool, "stripe", "pi_nobody")
+	_, err = timeline.Payment(ctx, e.pool, registry, "stripe", "pi_nobody")
 	require.ErrorIs(t, err, timeline.ErrNotFound)
 	require.ErrorContains(t, err, `no stripe payment, refund, dispute, event or checkout is known as "pi_nobody"`)
-	_, err = timeline.Player(ctx, e.pool, 424242, time.Time{})
+	_, err = timeline.Player(ctx, e.pool, registry, 424242, time.Time{})
 	require.ErrorIs(t, err, timeline.ErrNotFound)
 
 	// An order opened and never paid is found by its checkout too.
 	o := e.open(provider.Paddle, "")
-	tl, err := timeline.Payment(ctx, e.pool, "paddle", o.CheckoutID)
+	tl, err := timeline.Payment(ctx, e.pool, registry, "paddle", o.CheckoutID)
 	require.NoError(t, err)
 	require.Equal(t, "Not paid", tl.Headline)
 	require.Regexp(t, fmt.Sprintf(`^Not paid: order %d was opened on [^ ]+ [^ ]+ UTC with paddle checkout %s and no payment has arrived\.$`,
 		o.ID, o.CheckoutID), tl.Verdict)
-	_, err = timeline.Payment(ctx, e.pool, "stripe", o.CheckoutID)
+	_, err = timeline.Payment(ctx, e.pool, registry, "stripe", o.CheckoutID)
 	require.ErrorIs(t, err, timeline.ErrNotFound, "a provider id belongs to its provider")
 }
 
@@ -49,11 +49,11 @@ func TestRefundBeforeItsPayment(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, "")
 	o := e.open(provider.Stripe, "")
-	pi := devwebhook.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10))
-	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", devwebhook.ReversalEvent("stripe", "evt_early", pi,
+	pi := providerevents.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10))
+	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", providerevents.ReversalEvent("stripe", "evt_early", pi,
 		"ch_early", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")))
 	for _, id := range []string{pi, "charge:ch_early", "evt_early"} {
-		tl, err := timeline.Payment(ctx, e.pool, "stripe", id)
+		tl, err := timeline.Payment(ctx, e.pool, registry, "stripe", id)
 		require.NoError(t, err, id)
 		require.Equal(t, "Waiting for its payment", tl.Headline, id)
 		require.True(t, tl.Attention)
@@ -89,7 +89,7 @@ func TestDuplicateDeliveriesCounted(t *testing.T) {
 	require.Zero(t, claimed[0].Duplicates)
 	require.Nil(t, claimed[0].LastDelivery)
 
-	body := devwebhook.CompletedEvent(provider.Stripe, "evt_pay", o.ID, o.Amount, o.Currency)
+	body := providerevents.CompletedEvent(provider.Stripe, "evt_pay", o.ID, o.Amount, o.Currency)
 	require.Equal(t, "duplicate", e.deliver(provider.Stripe, body))
 	require.Equal(t, "duplicate", e.deliver(provider.Stripe, body))
 	var last time.Time
@@ -119,13 +119,13 @@ func TestPlayerSince(t *testing.T) {
 	require.Equal(t, "completed", e.pay(fresh, "evt_pay_new"))
 	require.Equal(t, "completed", e.reverse(old, "evt_refund", "ch_old", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
 
-	all, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	all, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, []int64{old.ID, fresh.ID}, all.Orders)
 	require.Len(t, ofType(all, "order_opened"), 2)
 	require.Nil(t, all.Subject.Since)
 
-	tl, err := timeline.Player(ctx, e.pool, e.player, since)
+	tl, err := timeline.Player(ctx, e.pool, registry, e.player, since)
 	require.NoError(t, err)
 	require.Equal(t, []int64{old.ID, fresh.ID}, tl.Orders, "the old order moved money since")
 	require.Len(t, ofType(tl, "order_opened"), 1, "only the new order was opened since")
@@ -157,7 +157,7 @@ func TestPlayerVerdictTellsRefundsAndForgiveness(t *testing.T) {
 	_, err = ws.ForgiveDebt(ctx, e.player, "ticket-7", "goodwill")
 	require.NoError(t, err)
 	e.requireClean()
-	tl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	tl, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})
 	require.NoError(t, err)
 	require.Contains(t, tl.Verdict, "2 orders: 2 paid once and refunded.")
 	require.Contains(t, tl.Verdict, "1500 Mana of debt forgiven by an operator (1 write-off).")
@@ -173,7 +173,7 @@ func TestInvalidID(t *testing.T) {
 	for _, c := range []struct{ provider, id string }{
 		{"stripe", "\xff"}, {"stripe", "pi_\x00"}, {"stripe", "\x00"}, {"str\xffipe", "pi_1"}, {"stripe\x00", "pi_1"},
 	} {
-		_, err := timeline.Payment(ctx, e.pool, c.provider, c.id)
+		_, err := timeline.Payment(ctx, e.pool, registry, c.provider, c.id)
 		require.ErrorIs(t, err, timeline.ErrInvalidID, "%q %q", c.provider, c.id)
 		require.NotErrorIs(t, err, timeline.ErrNotFound)
 		require.ErrorContains(t, err, "must be valid UTF-8 without NUL")

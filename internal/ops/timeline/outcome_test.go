@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // A refund refused as it was read (a negative amount) has no reversal
@@ -23,13 +23,13 @@ func TestRefusedEventInPaymentTimeline(t *testing.T) {
 	e := newEnv(t, "")
 	o := e.open(provider.Stripe, "")
 	require.Equal(t, "completed", e.pay(o, "evt_pay"))
-	pi := devwebhook.OrderPaymentID(provider.Stripe, strconv.FormatInt(o.ID, 10))
+	pi := providerevents.OrderPaymentID(provider.Stripe, strconv.FormatInt(o.ID, 10))
 	bad := []byte(`{"id":"evt_neg","type":"charge.refunded","data":{"object":{"id":"ch_1","amount_refunded":-5,` +
 		`"currency":"usd","payment_intent":"` + pi + `"}}}`)
 	require.Equal(t, "claimed", e.deliver(provider.Stripe, bad))
 
 	for _, id := range []string{pi, "evt_neg"} {
-		tl, err := timeline.Payment(ctx, e.pool, provider.Stripe, id)
+		tl, err := timeline.Payment(ctx, e.pool, registry, provider.Stripe, id)
 		require.NoError(t, err, id)
 		details := map[string]string{}
 		for _, l := range ofType(tl, "delivery_claimed") {

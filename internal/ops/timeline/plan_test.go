@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -74,18 +74,18 @@ func TestEveryStatementUsesAnIndex(t *testing.T) {
 	bulk(t, e, 10_000)
 	rec := &recorder{DB: e.pool, stmts: map[string][][]any{}}
 	for _, o := range e.orders(t) {
-		_, err := timeline.Order(ctx, rec, o)
+		_, err := timeline.Order(ctx, rec, registry, o)
 		require.NoError(t, err)
 	}
 	for _, id := range []string{"pi_order_1", "cs_test_order_1", "charge:ch_order_2", "ch_order_2", "evt_refund", "pi_unknown",
 		"evt_pay_1", "re_none"} {
-		_, err := timeline.Payment(ctx, rec, "stripe", id)
+		_, err := timeline.Payment(ctx, rec, registry, "stripe", id)
 		if err != nil {
 			require.ErrorIs(t, err, timeline.ErrNotFound, id)
 		}
 	}
 	for _, since := range []time.Time{{}, time.Now().Add(-time.Hour)} {
-		_, err := timeline.Player(ctx, rec, e.player, since)
+		_, err := timeline.Player(ctx, rec, registry, e.player, since)
 		require.NoError(t, err)
 	}
 	_, err := timeline.Unapplied(ctx, rec, 100)
@@ -207,7 +207,7 @@ func seedHistories(t *testing.T, e *env) {
 	twice := e.open(provider.Stripe, "k1")
 	require.Equal(t, "completed", e.pay(twice, "evt_pay_1"))
 	require.Equal(t, "cancelled", e.deliverAndWait("stripe", "evt_second",
-		devwebhook.PaymentEvent("stripe", "evt_second", "pi_second", twice.ID, 999, "usd")))
+		providerevents.PaymentEvent("stripe", "evt_second", "pi_second", twice.ID, 999, "usd")))
 	refunded := e.open(provider.Stripe, "k2")
 	require.Equal(t, "completed", e.pay(refunded, "evt_pay_2"))
 	charge := fmt.Sprintf("ch_order_%d", refunded.ID)
@@ -220,7 +220,7 @@ func seedHistories(t *testing.T, e *env) {
 	_, err = ws.ForgiveDebt(ctx, e.player, "ticket-1", "goodwill")
 	require.NoError(t, err)
 	require.Equal(t, "completed", e.pay(e.open(provider.Creem, "k3"), "evt_pay_3"), "a later purchase")
-	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", devwebhook.ReversalEvent("stripe", "evt_early", "pi_unknown",
+	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", providerevents.ReversalEvent("stripe", "evt_early", "pi_unknown",
 		"ch_unknown", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 100, "usd")))
 }
 

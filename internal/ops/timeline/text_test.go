@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // hostile is a provider id a signed delivery may carry: intake takes any
@@ -28,9 +28,9 @@ func TestTextEscapesProviderIDs(t *testing.T) {
 	o := e.open(provider.Stripe, "")
 	e.pay(o, "evt_first")
 	evt := "evt_\x1b]0;owned\x07"
-	e.deliverAndWait("stripe", evt, devwebhook.PaymentEvent("stripe", evt, hostile, o.ID, o.Amount, o.Currency))
+	e.deliverAndWait("stripe", evt, providerevents.PaymentEvent("stripe", evt, hostile, o.ID, o.Amount, o.Currency))
 
-	tl, err := timeline.Payment(ctx, e.pool, "stripe", hostile)
+	tl, err := timeline.Payment(ctx, e.pool, registry, "stripe", hostile)
 	require.NoError(t, err)
 	require.Equal(t, hostile, tl.Subject.ID)
 	require.Contains(t, tl.Verdict, hostile, "the timeline keeps the id as sent")

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // ErrNotFound is returned for an order, payment or player nothing is
@@ -124,14 +125,15 @@ type Key struct {
 
 // Key kinds.
 const (
-	KeyAPI          = "Idempotency-Key"          // the client's key of POST /v1/checkouts
-	KeyProvider     = "provider idempotency key" // sent with our call to the provider
-	KeyEvent        = "provider event id"        // UNIQUE (provider, event_id) of the claim
-	KeyPayment      = "provider payment"         // UNIQUE (provider, payment_id) of payments
-	KeyReversal     = "provider reversal id"     // UNIQUE (provider, reversal_id) of a fact
-	KeyWallet       = "wallet key"               // UNIQUE idempotency_key of the transaction
-	KeyForgiveness  = "forgiveness key"          // the operator's key, spent once
-	KeyCreemRequest = "creem request_id"         // what Creem's checkout carries instead
+	KeyAPI         = "Idempotency-Key"          // the client's key of POST /v1/checkouts
+	KeyProvider    = "provider idempotency key" // sent with our call to the provider
+	KeyEvent       = "provider event id"        // UNIQUE (provider, event_id) of the claim
+	KeyPayment     = "provider payment"         // UNIQUE (provider, payment_id) of payments
+	KeyReversal    = "provider reversal id"     // UNIQUE (provider, reversal_id) of a fact
+	KeyWallet      = "wallet key"               // UNIQUE idempotency_key of the transaction
+	KeyForgiveness = "forgiveness key"          // the operator's key, spent once
+	// A provider that takes no idempotency key (Creem) has its checkout's
+	// key kind named "<provider> <field>" ("creem request_id").
 )
 
 // Refs are the ids a line is about, for links and scripts.
@@ -164,8 +166,9 @@ func RiverUIPath(jobID int64) string { return fmt.Sprintf("/riverui/jobs/%d", jo
 
 // Order returns the timeline of order id: its checkout, every payment,
 // delivery, job, refund, dispute and wallet transaction.
-func Order(ctx context.Context, db dbtx.DB, id int64) (*Timeline, error) {
-	return inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return orderTimeline(ctx, q, id) })
+// reg is the provider drivers' registry, asked for their facts.
+func Order(ctx context.Context, db dbtx.DB, reg *provider.Registry, id int64) (*Timeline, error) {
+	return withFacts(reg)(inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return orderTimeline(ctx, q, id) }))
 }
 
 // Payment returns the timeline of the order a provider id belongs to: a
@@ -174,21 +177,31 @@ func Order(ctx context.Context, db dbtx.DB, id int64) (*Timeline, error) {
 // an unapplied payment, a provider event id or an unpaid checkout. A
 // refund or dispute whose payment is not known yet gets a timeline of its
 // own events.
-func Payment(ctx context.Context, db dbtx.DB, provider, id string) (*Timeline, error) {
-	if err := checkText("provider", provider); err != nil {
+func Payment(ctx context.Context, db dbtx.DB, reg *provider.Registry, name, id string) (*Timeline, error) {
+	if err := checkText("provider", name); err != nil {
 		return nil, err
 	}
 	if err := checkText("payment id", id); err != nil {
 		return nil, err
 	}
-	return inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return paymentTimeline(ctx, q, provider, id) })
+	return withFacts(reg)(inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return paymentTimeline(ctx, q, name, id) }))
 }
 
 // Player returns the timeline of player id since since (the zero time:
 // all of it): every order and wallet transaction, newest MaxWalletLines
 // per wallet at most.
-func Player(ctx context.Context, db dbtx.DB, id int64, since time.Time) (*Timeline, error) {
-	return inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return playerTimeline(ctx, q, id, since) })
+func Player(ctx context.Context, db dbtx.DB, reg *provider.Registry, id int64, since time.Time) (*Timeline, error) {
+	return withFacts(reg)(inSnapshot(ctx, db, func(q dbtx.DB) (*Timeline, error) { return playerTimeline(ctx, q, id, since) }))
+}
+
+// withFacts completes a timeline with what the drivers' facts say.
+func withFacts(reg *provider.Registry) func(*Timeline, error) (*Timeline, error) {
+	return func(t *Timeline, err error) (*Timeline, error) {
+		if err != nil {
+			return nil, err
+		}
+		return addCheckoutKeys(t, reg), nil
+	}
 }
 
 // checkText refuses what a text column cannot hold, before it reaches a

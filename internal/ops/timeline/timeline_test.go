@@ -11,10 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -30,14 +31,14 @@ func TestDoubleCharge(t *testing.T) {
 	e := newEnv(t, stripemock.Start(t))
 	o := e.open(provider.Stripe, "checkout-key-1")
 	require.Equal(t, "completed", e.pay(o, "evt_first"))
-	first := devwebhook.CompletedEvent("stripe", "evt_first", o.ID, 999, "usd")
+	first := providerevents.CompletedEvent("stripe", "evt_first", o.ID, 999, "usd")
 	require.Equal(t, "duplicate", e.deliver("stripe", first), "a redelivery of the same event")
-	second := devwebhook.PaymentEvent("stripe", "evt_second", "pi_second", o.ID, 999, "usd")
+	second := providerevents.PaymentEvent("stripe", "evt_second", "pi_second", o.ID, 999, "usd")
 	require.Equal(t, "cancelled", e.deliverAndWait("stripe", "evt_second", second))
 	e.requireClean()
 
 	tl := e.order(o.ID)
-	session := devwebhook.OrderSessionID(strconv.FormatInt(o.ID, 10))
+	session := stripeevents.OrderSessionID(strconv.FormatInt(o.ID, 10))
 	require.Equal(t, "Paid twice", tl.Headline, text(t, tl))
 	require.Regexp(t, regexp.MustCompile(`^Paid twice: payment `+session+` \(9\.99 USD\) minted 1000 Mana on \d{4}-\d\d-\d\d \d\d:\d\d UTC; `+
 		`payment cs_test_pi_second \(9\.99 USD\) for the same order minted nothing and was refunded \((re_\w+)\) on \d{4}-\d\d-\d\d \d\d:\d\d UTC\.`),
@@ -68,7 +69,7 @@ func TestDoubleCharge(t *testing.T) {
 
 	applied := keyed(t, tl, session)
 	require.Equal(t, "payment_applied", applied.Type)
-	require.Contains(t, applied.Details, "also known as "+devwebhook.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10)))
+	require.Contains(t, applied.Details, "also known as "+providerevents.OrderPaymentID("stripe", strconv.FormatInt(o.ID, 10)))
 	unapplied := keyed(t, tl, "cs_test_pi_second")
 	require.Equal(t, "payment_unapplied", unapplied.Type)
 	require.Contains(t, unapplied.Text, "already paid (a second, distinct payment)")
@@ -83,14 +84,14 @@ func TestDoubleCharge(t *testing.T) {
 	// payment by the id the operator searched.
 	refundID := regexp.MustCompile(`\((re_\w+)\)`).FindStringSubmatch(tl.Verdict)[1]
 	for _, id := range []string{"pi_second", "cs_test_pi_second", refundID, "evt_second", session} {
-		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
+		byID, err := timeline.Payment(ctx, e.pool, registry, "stripe", id)
 		require.NoError(t, err, id)
 		require.Equal(t, []int64{o.ID}, byID.Orders, id)
 		require.Equal(t, "Paid twice", byID.Headline, id)
 		require.Equal(t, timeline.Subject{Kind: timeline.SubjectPayment, Provider: "stripe", ID: id}, byID.Subject)
 		require.Len(t, byID.Lines, len(tl.Lines), id)
 	}
-	byPI, err := timeline.Payment(ctx, e.pool, "stripe", "pi_second")
+	byPI, err := timeline.Payment(ctx, e.pool, registry, "stripe", "pi_second")
 	require.NoError(t, err)
 	require.Contains(t, byPI.Verdict, "payment cs_test_pi_second (pi_second) (9.99 USD) for the same order")
 }
@@ -104,7 +105,7 @@ func TestUnappliedNotRefunded(t *testing.T) {
 	e := newEnv(t, "")
 	o := e.open(provider.Creem, "")
 	require.Equal(t, "completed", e.pay(o, "evt_a"))
-	second := devwebhook.PaymentEvent("creem", "evt_b", "ord_other", o.ID, 999, "usd")
+	second := providerevents.PaymentEvent("creem", "evt_b", "ord_other", o.ID, 999, "usd")
 	require.Equal(t, "cancelled", e.deliverAndWait("creem", "evt_b", second))
 
 	tl := e.order(o.ID)
@@ -168,7 +169,7 @@ func TestPartialRefund(t *testing.T) {
 	walletLine(t, tl, step(2), -200, 499)
 
 	for _, id := range []string{charge, "charge:" + charge, "evt_refund_2"} {
-		byID, err := timeline.Payment(ctx, e.pool, "stripe", id)
+		byID, err := timeline.Payment(ctx, e.pool, registry, "stripe", id)
 		require.NoError(t, err, id)
 		require.Equal(t, []int64{o.ID}, byID.Orders, id)
 	}
@@ -200,7 +201,7 @@ func TestDisputeLostThenWon(t *testing.T) {
 	e.requireClean()
 
 	tl := e.order(o.ID)
-	txn := devwebhook.OrderPaymentID("paddle", strconv.FormatInt(o.ID, 10))
+	txn := providerevents.OrderPaymentID("paddle", strconv.FormatInt(o.ID, 10))
 	dispute := "chargeback:" + txn
 	require.Equal(t, "Paid once", tl.Headline)
 	require.Regexp(t, `Dispute `+dispute+` \(9\.99 USD\) opened on [^.]+ UTC and was won on [^.]+ UTC: what it took back was given back\. `+
@@ -286,7 +287,7 @@ func TestDebtForgiven(t *testing.T) {
 	require.Contains(t, forgiven[0].Text, "Operator forgave 600 Mana of debt: goodwill, ticket 42")
 	requireOrdered(t, tl)
 
-	pl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	pl, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, "Nothing open", pl.Headline, pl.Verdict)
 	require.Contains(t, pl.Verdict, fmt.Sprintf("Player %d (buyer) holds 0 Mana.", e.player))
@@ -331,7 +332,7 @@ func TestDebtSettled(t *testing.T) {
 	tl = e.order(first.ID)
 	require.False(t, tl.Attention, tl.Verdict)
 	require.Contains(t, tl.Verdict, "The clawback left 600 Mana of debt; later credits settled 600 Mana of the player's debt; nothing is owed now.")
-	pl, err := timeline.Player(ctx, e.pool, e.player, time.Time{})
+	pl, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, "Nothing open", pl.Headline, pl.Verdict)
 	require.Len(t, ofType(pl, "debt_settled"), 1)
@@ -346,11 +347,11 @@ func TestUnappliedRefundedByProvider(t *testing.T) {
 	e := newEnv(t, "")
 	o := e.open(provider.Creem, "")
 	require.Equal(t, "completed", e.pay(o, "evt_a"))
-	second := devwebhook.PaymentEvent("creem", "evt_b", "ord_other", o.ID, 999, "usd")
+	second := providerevents.PaymentEvent("creem", "evt_b", "ord_other", o.ID, 999, "usd")
 	require.Equal(t, "cancelled", e.deliverAndWait("creem", "evt_b", second))
 	refund := func(eventID, id string, amount int64) {
 		t.Helper()
-		body := devwebhook.ReversalEvent("creem", eventID, "ord_other", id, fulfillment.ReversalRefund,
+		body := providerevents.ReversalEvent("creem", eventID, "ord_other", id, fulfillment.ReversalRefund,
 			fulfillment.StateSucceeded, amount, "usd")
 		require.Equal(t, "completed", e.deliverAndWait("creem", eventID, body))
 	}

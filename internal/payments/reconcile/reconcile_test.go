@@ -21,9 +21,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/ops/audit"
@@ -32,6 +30,9 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -47,7 +48,7 @@ type env struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
 	river  *river.Client[pgx.Tx]
-	fake   *providerfake.Server
+	fake   *fakeapi.Server
 	rec    *reconcile.Reconciler
 	hooks  *httptest.Server // the webhook intake
 	player int64
@@ -56,7 +57,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	pool := testdb.New(t)
-	e := &env{t: t, pool: pool, river: startRiver(t, pool), fake: providerfake.Start()}
+	e := &env{t: t, pool: pool, river: startRiver(t, pool), fake: providertest.StartFake()}
 	t.Cleanup(e.fake.Close)
 	e.rec = reconcile.New(reconcile.Options{Pool: pool, Logger: discard, Listers: fakeListers(e.fake.URL)})
 	e.hooks = httptest.NewServer(webhook.NewHandler(webhook.Options{Pool: pool, River: e.river, Logger: discard,
@@ -99,14 +100,14 @@ func (e *env) paid(provider string) (*fulfillment.Order, string, []byte) {
 		fulfillment.CheckoutParams{PlayerID: e.player, SKU: "mana_1000", Provider: provider})
 	require.NoError(e.t, err)
 	id := fmt.Sprintf("evt_%s_%d", provider, o.ID)
-	body := devwebhook.CompletedEvent(provider, id, o.ID, o.Amount, o.Currency)
+	body := providerevents.CompletedEvent(provider, id, o.ID, o.Amount, o.Currency)
 	e.fake.AddEvent(provider, body)
 	return o, id, body
 }
 
 // deliver sends the event as its webhook; safe from any goroutine.
 func (e *env) deliver(provider string, body []byte) (int, error) {
-	h, v, err := devwebhook.Sign(provider, secrets[provider][0], body, time.Now())
+	h, v, err := providerevents.Sign(provider, secrets[provider][0], body, time.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -287,7 +288,7 @@ func TestReconcileRefusesUnlistableProviders(t *testing.T) {
 func TestPeriodicReconciliation(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	sched := river.PeriodicInterval(time.Second)
 	keys := map[string]provider.Options{provider.Stripe: {APIKey: "sk_test_periodic", APIURL: fake.URL},
@@ -304,7 +305,7 @@ func TestPeriodicReconciliation(t *testing.T) {
 	o, err := fulfillment.CreateCheckout(context.Background(), pool, catalogue,
 		fulfillment.CheckoutParams{PlayerID: p.ID, SKU: "mana_1000", Provider: "paddle"})
 	require.NoError(t, err)
-	fake.AddEvent("paddle", devwebhook.CompletedEvent("paddle", "evt_periodic", o.ID, o.Amount, o.Currency))
+	fake.AddEvent("paddle", providerevents.CompletedEvent("paddle", "evt_periodic", o.ID, o.Amount, o.Currency))
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues: map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2},
@@ -334,7 +335,7 @@ func TestRescuedRunRecoversSoon(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	fake := providerfake.Start()
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	keys := map[string]provider.Options{provider.Stripe: {APIKey: "sk_test_rescue", APIURL: fake.URL}}
 	workers := river.NewWorkers()
@@ -386,7 +387,7 @@ func TestLostRefundIsRecovered(t *testing.T) {
 			require.Equal(t, http.StatusOK, status)
 			e.waitFulfilled(o.ID)
 			refund := fmt.Sprintf("evt_refund_%s_%d", p, o.ID)
-			e.fake.AddEvent(p, devwebhook.ReversalEvent(p, refund, devwebhook.OrderPaymentID(p, strconv.FormatInt(o.ID, 10)),
+			e.fake.AddEvent(p, providerevents.ReversalEvent(p, refund, providerevents.OrderPaymentID(p, strconv.FormatInt(o.ID, 10)),
 				"rf_"+refund, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 500, o.Currency))
 
 			sum := e.run(p, false)

@@ -32,13 +32,13 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -308,7 +308,7 @@ func (r *run) burst(ctx context.Context, i, n int) error {
 
 func (r *run) post(ctx context.Context, srv *httptest.Server, name string, body []byte) error {
 	secret := testkit.WebhookSecrets()[name][0]
-	h, v, err := devwebhook.Sign(name, secret, body, time.Now())
+	h, v, err := providerevents.Sign(name, secret, body, time.Now())
 	if err != nil {
 		return err
 	}

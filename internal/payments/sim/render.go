@@ -1,8 +1,8 @@
 package sim
 
 // Rendering: a step becomes the provider's own event, built with
-// devwebhook (the providers' shapes, from their SDKs' types) and edited
-// where the alphabet needs what devwebhook does not build.
+// providerevents (the providers' shapes, from their SDKs' types) and edited
+// where the alphabet needs what providerevents does not build.
 
 import (
 	"bytes"
@@ -11,16 +11,17 @@ import (
 	"strconv"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 )
 
 // payID is the provider's id of payment pay of order o: the one
-// devwebhook gives the order, or a distinct one.
+// providerevents gives the order, or a distinct one.
 func (r *run) payID(o, pay int) string {
 	ord := strconv.FormatInt(r.orders[o].ID, 10)
 	name := r.h.Orders[o].Provider
 	if pay == 0 {
-		return devwebhook.OrderPaymentID(name, ord)
+		return providerevents.OrderPaymentID(name, ord)
 	}
 	prefix := map[string]string{stripeName: "pi", paddleName: "txn", creemName: "ord"}[name]
 	return fmt.Sprintf("%s_dup%d_order_%s", prefix, pay, ord)
@@ -33,7 +34,7 @@ func (r *run) identity(o, pay int) string {
 		return r.payID(o, pay)
 	}
 	if pay == 0 {
-		return devwebhook.OrderSessionID(strconv.FormatInt(r.orders[o].ID, 10))
+		return stripeevents.OrderSessionID(strconv.FormatInt(r.orders[o].ID, 10))
 	}
 	return "cs_test_" + r.payID(o, pay)
 }
@@ -72,9 +73,9 @@ func (r *run) render(s Step, ev string) ([]byte, error) {
 	case name == stripeName:
 		id = "ch_" + ref // Stripe's refund fact is the charge's cumulative amount_refunded
 	}
-	body := devwebhook.ReversalEvent(name, ev, ref, id, kind, state, s.Amount, s.Cur)
+	body := providerevents.ReversalEvent(name, ev, ref, id, kind, state, s.Amount, s.Cur)
 	if body == nil {
-		return nil, fmt.Errorf("devwebhook builds no %s %s %s", name, kind, state)
+		return nil, fmt.Errorf("providerevents builds no %s %s %s", name, kind, state)
 	}
 	obj := func(m map[string]any) map[string]any { return object(name, m) }
 	switch {
@@ -116,7 +117,7 @@ func malform(name, how string, o map[string]any) {
 func (r *run) renderPay(s Step, ev string) ([]byte, error) {
 	name := r.h.Orders[s.Order].Provider
 	o := r.orders[s.Order]
-	body := devwebhook.PaymentEvent(name, ev, r.payID(s.Order, s.Pay), o.ID, o.Amount, o.Currency)
+	body := providerevents.PaymentEvent(name, ev, r.payID(s.Order, s.Pay), o.ID, o.Amount, o.Currency)
 	if name != stripeName {
 		return body, nil
 	}
@@ -140,15 +141,15 @@ func (r *run) renderIgnored(s Step, ev string) ([]byte, error) {
 	pay := r.payID(s.Order, s.Pay)
 	switch name {
 	case stripeName:
-		body := devwebhook.ReversalEvent(name, ev, pay, "dp_upd_"+pay, fulfillment.ReversalDispute, fulfillment.StateOpen, 999, usd)
+		body := providerevents.ReversalEvent(name, ev, pay, "dp_upd_"+pay, fulfillment.ReversalDispute, fulfillment.StateOpen, 999, usd)
 		return editJSON(body, func(m map[string]any) { m["type"] = "charge.dispute.updated" })
 	case paddleName:
-		body := devwebhook.ReversalEvent(name, ev, pay, "adj_pending_"+ev, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, usd)
+		body := providerevents.ReversalEvent(name, ev, pay, "adj_pending_"+ev, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, usd)
 		return editJSON(body, func(m map[string]any) {
 			m["data"].(map[string]any)["status"] = []string{"pending_approval", "rejected"}[len(ev)%2]
 		})
 	}
-	body := devwebhook.CompletedEvent(name, ev, r.orders[s.Order].ID, 1, usd)
+	body := providerevents.CompletedEvent(name, ev, r.orders[s.Order].ID, 1, usd)
 	return editJSON(body, func(m map[string]any) { m["eventType"] = "subscription.paid" })
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // Each check of invariants 6 and 11 reports the violation it exists for,
@@ -30,7 +30,7 @@ func TestAuditChecksFindTheirViolation(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			o := e.order("mana_1000", "stripe")
-			require.Equal(t, "claimed", e.deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_a", o.ID, 999, "usd")).status())
+			require.Equal(t, "claimed", e.deliver("stripe", providerevents.CompletedEvent("stripe", "evt_a", o.ID, 999, "usd")).status())
 			require.Equal(t, "completed", e.waitJobs(1)[0].State)
 			e.requireClean()
 			_, err := e.pool.Exec(context.Background(), sql)

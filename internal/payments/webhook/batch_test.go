@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // gate makes claim batches deterministic: with one batch at a time, it
@@ -118,7 +118,7 @@ func TestConcurrentDeliveriesShareBatches(t *testing.T) {
 	byEvent := make([][]byte, events)
 	for i := range events {
 		o := e.order("mana_1000", provider(i))
-		byEvent[i] = devwebhook.CompletedEvent(provider(i), fmt.Sprintf("evt_batch_%d", i), o.ID, o.Amount, o.Currency)
+		byEvent[i] = providerevents.CompletedEvent(provider(i), fmt.Sprintf("evt_batch_%d", i), o.ID, o.Amount, o.Currency)
 	}
 	for i := range events * copies {
 		bodies = append(bodies, byEvent[i%events])
@@ -180,7 +180,7 @@ func TestPoisonDeliveryFailsOnlyItself(t *testing.T) {
 	require.NoError(t, err)
 	pay := func(eventID string) []byte {
 		o := e.order("mana_1000", "stripe")
-		return devwebhook.CompletedEvent("stripe", eventID, o.ID, o.Amount, o.Currency)
+		return providerevents.CompletedEvent("stripe", eventID, o.ID, o.Amount, o.Currency)
 	}
 	stripe := func(int) string { return "stripe" }
 
@@ -232,7 +232,7 @@ func TestMixedBatchClaimsOnlyPaymentsEnqueue(t *testing.T) {
 	g := newGate(1 + 2*len(acks) + 2)
 	e := newEnv(t, g.options)
 	o := e.order("mana_1000", "stripe")
-	payment := devwebhook.CompletedEvent("stripe", "evt_mixed_pay", o.ID, o.Amount, o.Currency)
+	payment := providerevents.CompletedEvent("stripe", "evt_mixed_pay", o.ID, o.Amount, o.Currency)
 	stripe := func(int) string { return "stripe" }
 
 	first := make(chan answer)
@@ -295,7 +295,7 @@ func TestLoneDeliveryIsItsOwnBatch(t *testing.T) {
 		webhook.OnClaimBatch(o, func(ids []string) { mu.Lock(); sizes = append(sizes, len(ids)); mu.Unlock() })
 	})
 	o := e.order("mana_1000", provider.Creem)
-	require.Equal(t, "claimed", e.deliver("creem", devwebhook.CompletedEvent("creem", "evt_lone", o.ID, 999, "usd")).status())
+	require.Equal(t, "claimed", e.deliver("creem", providerevents.CompletedEvent("creem", "evt_lone", o.ID, 999, "usd")).status())
 	require.Equal(t, "completed", e.waitJobs(1)[0].State)
 	mu.Lock()
 	require.Equal(t, []int{1}, sizes)

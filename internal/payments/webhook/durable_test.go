@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/platform/durable/durabletest"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
 
 // A claim whose commit no synchronous standby confirmed (its wait was
@@ -28,7 +28,7 @@ func TestClaimNotDurableAnswers503(t *testing.T) {
 	}{
 		{"payment", func(e *env) []byte {
 			o := e.order("mana_1000", "stripe")
-			return devwebhook.CompletedEvent("stripe", "evt_unconfirmed_payment", o.ID, o.Amount, o.Currency)
+			return providerevents.CompletedEvent("stripe", "evt_unconfirmed_payment", o.ID, o.Amount, o.Currency)
 		}, 1},
 		{"acknowledged only", func(*env) []byte {
 			return []byte(`{"id":"evt_unconfirmed_cust","object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`)

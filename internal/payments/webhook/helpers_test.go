@@ -17,11 +17,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
-	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
@@ -30,6 +28,8 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -103,11 +103,9 @@ func sign(provider string, body []byte, at time.Time) (string, string) {
 
 func signWith(provider, secret string, body []byte, at time.Time) (string, string) {
 	if provider == "stripe" {
-		sp := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
-			Payload: body, Secret: secret, Timestamp: at})
-		return "Stripe-Signature", sp.Header
+		return stripeevents.SignByStripeGo(secret, body, at)
 	}
-	h, v, err := devwebhook.Sign(provider, secret, body, at)
+	h, v, err := providerevents.Sign(provider, secret, body, at)
 	if err != nil {
 		panic(err)
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -89,8 +89,8 @@ func TestRedeliveryRedrivesOrphanedEvent(t *testing.T) {
 			e := newIdleEnv(t)
 			o := e.order("mana_1000", "stripe")
 			order := strconv.FormatInt(o.ID, 10)
-			pay := devwebhook.CompletedEvent("stripe", "evt_pay", o.ID, 999, "usd")
-			refund := devwebhook.ReversalEvent("stripe", "evt_refund", devwebhook.OrderPaymentID("stripe", order),
+			pay := providerevents.CompletedEvent("stripe", "evt_pay", o.ID, 999, "usd")
+			refund := providerevents.ReversalEvent("stripe", "evt_refund", providerevents.OrderPaymentID("stripe", order),
 				"ch_1", "refund", "succeeded", 999, "usd")
 			require.Equal(t, "claimed", e.deliver("stripe", pay).status())
 			require.Equal(t, "claimed", e.deliver("stripe", refund).status())
@@ -133,9 +133,9 @@ func TestRedriveRaceEnqueuesOnce(t *testing.T) {
 	e := newIdleEnv(t)
 	o := e.order("mana_1000", "creem")
 	order := strconv.FormatInt(o.ID, 10)
-	refund := devwebhook.ReversalEvent("creem", "evt_refund", devwebhook.OrderPaymentID("creem", order),
+	refund := providerevents.ReversalEvent("creem", "evt_refund", providerevents.OrderPaymentID("creem", order),
 		"rf_1", "refund", "succeeded", 999, "usd")
-	require.Equal(t, "claimed", e.deliver("creem", devwebhook.CompletedEvent("creem", "evt_pay", o.ID, 999, "usd")).status())
+	require.Equal(t, "claimed", e.deliver("creem", providerevents.CompletedEvent("creem", "evt_pay", o.ID, 999, "usd")).status())
 	require.Equal(t, "claimed", e.deliver("creem", refund).status())
 	e.endJob("evt_refund", "cancelled")
 	e.startWorker()
@@ -183,7 +183,7 @@ func TestUnappliableEventIsRefusedOutcome(t *testing.T) {
 	e := newEnv(t)
 	o, paymentID := e.buy("stripe")
 	po, txn := e.buy("paddle")
-	paddleBad := bytes.Replace(devwebhook.ReversalEvent("paddle", "evt_paddle_total", txn, "adj_1", "refund", "succeeded", 999, "usd"),
+	paddleBad := bytes.Replace(providerevents.ReversalEvent("paddle", "evt_paddle_total", txn, "adj_1", "refund", "succeeded", 999, "usd"),
 		[]byte(`"total":"999"`), []byte(`"total":"9.99"`), 1)
 	require.Contains(t, string(paddleBad), `"total":"9.99"`)
 	for _, c := range []struct {
@@ -227,7 +227,7 @@ func TestClaimOneCommitFailureLeavesNoJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	o := e.order("mana_1000", "paddle")
-	body := devwebhook.CompletedEvent("paddle", "evt_commit_fails", o.ID, 999, "usd")
+	body := providerevents.CompletedEvent("paddle", "evt_commit_fails", o.ID, 999, "usd")
 	ev, err := intakes(secrets)["paddle"].Parse(body)
 	require.NoError(t, err)
 	opts := webhook.Options{Pool: e.pool, River: insertOnlyClient(t, e.pool, false), Logger: discard}
@@ -257,8 +257,8 @@ func TestWaitingAndRefusedOutcomes(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	o := e.order("mana_1000", "paddle")
-	txn := devwebhook.OrderPaymentID("paddle", strconv.FormatInt(o.ID, 10))
-	refund := devwebhook.ReversalEvent("paddle", "evt_early", txn, "adj_1", "refund", "succeeded", 999, "usd")
+	txn := providerevents.OrderPaymentID("paddle", strconv.FormatInt(o.ID, 10))
+	refund := providerevents.ReversalEvent("paddle", "evt_early", txn, "adj_1", "refund", "succeeded", 999, "usd")
 	require.Equal(t, "claimed", e.deliver("paddle", refund).status())
 	require.Equal(t, "completed", e.waitEventJobs("reverse_payment", "evt_early")[0].State)
 	require.Equal(t, outcomeRow{Outcome: "waiting", Reason: "payment " + txn + " is not known yet", PaymentRef: txn},
@@ -278,18 +278,18 @@ func TestWaitingAndRefusedOutcomes(t *testing.T) {
 	require.Equal(t, fulfillment.ReasonUnknownPayment, e.outcome("paddle", "evt_early").Reason)
 	e.requireClean()
 
-	require.Equal(t, "claimed", e.deliver("paddle", devwebhook.CompletedEvent("paddle", "evt_pay", o.ID, 999, "usd")).status())
+	require.Equal(t, "claimed", e.deliver("paddle", providerevents.CompletedEvent("paddle", "evt_pay", o.ID, 999, "usd")).status())
 	require.Equal(t, "completed", e.waitEventJobs("fulfill_order", "evt_pay")[0].State)
 	require.Equal(t, int64(1000), e.mana(), "a refused refund claws nothing back")
 	require.Equal(t, "refused", e.outcome("paddle", "evt_early").Outcome)
 	require.Contains(t, e.outcome("paddle", "evt_pay").Ref, "wallet_transaction:")
 
-	require.Equal(t, "claimed", e.deliver("creem", devwebhook.CompletedEvent("creem", "evt_ghost", 987654, 999, "usd")).status())
+	require.Equal(t, "claimed", e.deliver("creem", providerevents.CompletedEvent("creem", "evt_ghost", 987654, 999, "usd")).status())
 	require.Equal(t, "cancelled", e.waitEventJobs("fulfill_order", "evt_ghost")[0].State)
 	require.Equal(t, outcomeRow{Outcome: "refused", Reason: "order 987654 does not exist"}, e.outcome("creem", "evt_ghost"))
 
 	m := e.order("mana_1000", "stripe")
-	require.Equal(t, "claimed", e.deliver("stripe", devwebhook.CompletedEvent("stripe", "evt_short", m.ID, 1, "usd")).status())
+	require.Equal(t, "claimed", e.deliver("stripe", providerevents.CompletedEvent("stripe", "evt_short", m.ID, 1, "usd")).status())
 	require.Equal(t, "cancelled", e.waitEventJobs("fulfill_order", "evt_short")[0].State)
 	require.Equal(t, "refused", e.outcome("stripe", "evt_short").Outcome)
 	require.Contains(t, e.outcome("stripe", "evt_short").Reason, "paid 1 usd, order snapshot is 999 usd")

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -66,9 +66,9 @@ func (e *env) buy(provider string) (*fulfillment.Order, string) {
 	e.t.Helper()
 	o := e.order("mana_1000", provider)
 	evt := fmt.Sprintf("evt_pay_%s_%d", provider, o.ID)
-	require.Equal(e.t, "claimed", e.deliver(provider, devwebhook.CompletedEvent(provider, evt, o.ID, 999, "usd")).status())
+	require.Equal(e.t, "claimed", e.deliver(provider, providerevents.CompletedEvent(provider, evt, o.ID, 999, "usd")).status())
 	require.Equal(e.t, "completed", e.waitEventJobs("fulfill_order", evt)[0].State)
-	return o, devwebhook.OrderPaymentID(provider, strconv.FormatInt(o.ID, 10))
+	return o, providerevents.OrderPaymentID(provider, strconv.FormatInt(o.ID, 10))
 }
 
 // deliverConcurrently posts n copies of body at once, alternately to the
@@ -125,7 +125,7 @@ func TestReversalEventsClaimedOnce(t *testing.T) {
 			e := newEnv(t)
 			o, payment := e.buy(c.provider)
 			evt := "evt_rev_" + c.kind + c.state
-			body := devwebhook.ReversalEvent(c.provider, evt, payment, "rv_1", c.kind, c.state, c.amount, "usd")
+			body := providerevents.ReversalEvent(c.provider, evt, payment, "rv_1", c.kind, c.state, c.amount, "usd")
 			require.NotNil(t, body)
 			claimed, dup, err := e.deliverConcurrently(c.provider, body, 10)
 			require.NoError(t, err)
@@ -165,21 +165,21 @@ type stripeEvent struct {
 // amount_refunded 300 then 500), a dispute of 200 opened and lost.
 func orderEvents(t *testing.T, orderID int64, tag string) []stripeEvent {
 	t.Helper()
-	pi := devwebhook.OrderPaymentID("stripe", strconv.FormatInt(orderID, 10))
-	async := devwebhook.CompletedEvent("stripe", "evt_async_"+tag, orderID, 999, "usd")
+	pi := providerevents.OrderPaymentID("stripe", strconv.FormatInt(orderID, 10))
+	async := providerevents.CompletedEvent("stripe", "evt_async_"+tag, orderID, 999, "usd")
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(async, &m))
 	m["type"] = stripe.EventAsyncPaymentSucceeded
 	async, err := json.Marshal(m)
 	require.NoError(t, err)
 	refund := func(id string, cumulative int64) []byte {
-		return devwebhook.ReversalEvent("stripe", id, pi, "ch_"+tag, fulfillment.ReversalRefund, fulfillment.StateSucceeded, cumulative, "usd")
+		return providerevents.ReversalEvent("stripe", id, pi, "ch_"+tag, fulfillment.ReversalRefund, fulfillment.StateSucceeded, cumulative, "usd")
 	}
 	dispute := func(id, state string) []byte {
-		return devwebhook.ReversalEvent("stripe", id, pi, "dp_"+tag, fulfillment.ReversalDispute, state, 200, "usd")
+		return providerevents.ReversalEvent("stripe", id, pi, "dp_"+tag, fulfillment.ReversalDispute, state, 200, "usd")
 	}
 	return []stripeEvent{
-		{"evt_pay_" + tag, devwebhook.CompletedEvent("stripe", "evt_pay_"+tag, orderID, 999, "usd"), "fulfill_order"},
+		{"evt_pay_" + tag, providerevents.CompletedEvent("stripe", "evt_pay_"+tag, orderID, 999, "usd"), "fulfill_order"},
 		{"evt_async_" + tag, async, "fulfill_order"},
 		{"evt_ref1_" + tag, refund("evt_ref1_"+tag, 300), "reverse_payment"},
 		{"evt_ref2_" + tag, refund("evt_ref2_"+tag, 500), "reverse_payment"},
@@ -267,12 +267,12 @@ func (e *env) deliverPermutation(provider string, seed uint64, events []stripeEv
 // refund of 300, a chargeback of the whole 999 and its reversal (the
 // dispute won after all), each an adjustment with an id of its own.
 func paddleEvents(orderID int64, tag string) []stripeEvent {
-	txn := devwebhook.OrderPaymentID("paddle", strconv.FormatInt(orderID, 10))
+	txn := providerevents.OrderPaymentID("paddle", strconv.FormatInt(orderID, 10))
 	adj := func(id, kind, state string, amount int64) stripeEvent {
-		return stripeEvent{id, devwebhook.ReversalEvent("paddle", id, txn, "adj_"+id, kind, state, amount, "usd"), "reverse_payment"}
+		return stripeEvent{id, providerevents.ReversalEvent("paddle", id, txn, "adj_"+id, kind, state, amount, "usd"), "reverse_payment"}
 	}
 	return []stripeEvent{
-		{"evt_pay_" + tag, devwebhook.CompletedEvent("paddle", "evt_pay_"+tag, orderID, 999, "usd"), "fulfill_order"},
+		{"evt_pay_" + tag, providerevents.CompletedEvent("paddle", "evt_pay_"+tag, orderID, 999, "usd"), "fulfill_order"},
 		adj("evt_ref_"+tag, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 300),
 		adj("evt_cb_"+tag, fulfillment.ReversalDispute, fulfillment.StateLost, 999),
 		adj("evt_cbr_"+tag, fulfillment.ReversalDispute, fulfillment.StateWon, 999),

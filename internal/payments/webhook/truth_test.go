@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -152,7 +152,7 @@ func truthHistories() []truthHistory {
 func (h truthHistory) render(t *testing.T, order int64, tag string) []stripeEvent {
 	t.Helper()
 	ord := strconv.FormatInt(order, 10)
-	pay := devwebhook.OrderPaymentID(h.provider, ord)
+	pay := providerevents.OrderPaymentID(h.provider, ord)
 	var out []stripeEvent
 	for i, s := range h.steps {
 		ev := fmt.Sprintf("evt_%s_%d", tag, i)
@@ -174,7 +174,7 @@ func (h truthHistory) render(t *testing.T, order int64, tag string) []stripeEven
 			if h.provider == "stripe" && kind == fulfillment.ReversalRefund {
 				id = "ch_" + tag + "_" + s.id
 			}
-			body := devwebhook.ReversalEvent(h.provider, ev, ref, id, kind, state, s.amount, s.currency)
+			body := providerevents.ReversalEvent(h.provider, ev, ref, id, kind, state, s.amount, s.currency)
 			require.NotNil(t, body, "%s %+v", h.provider, s)
 			out = append(out, stripeEvent{ev, body, "reverse_payment"})
 		}
@@ -185,7 +185,7 @@ func (h truthHistory) render(t *testing.T, order int64, tag string) []stripeEven
 // renderPayment is a completed payment of order; for Stripe without its
 // PaymentIntent unless s.alias, and the later ones as async successes.
 func renderPayment(t *testing.T, provider, ev string, order int64, i int, s step) []byte {
-	body := devwebhook.CompletedEvent(provider, ev, order, truthPaid, "usd")
+	body := providerevents.CompletedEvent(provider, ev, order, truthPaid, "usd")
 	if provider != "stripe" {
 		return body
 	}
@@ -207,15 +207,15 @@ func renderPayment(t *testing.T, provider, ev string, order int64, i int, s step
 func renderIgnored(t *testing.T, provider, ev, pay string) []byte {
 	switch provider {
 	case "stripe":
-		body := devwebhook.ReversalEvent(provider, ev, pay, "dp_upd", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd")
+		body := providerevents.ReversalEvent(provider, ev, pay, "dp_upd", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd")
 		return editJSON(t, body, func(m map[string]any) { m["type"] = "charge.dispute.updated" })
 	case "paddle":
-		body := devwebhook.ReversalEvent(provider, ev, pay, "adj_pending_"+ev, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")
+		body := providerevents.ReversalEvent(provider, ev, pay, "adj_pending_"+ev, fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")
 		return editJSON(t, body, func(m map[string]any) {
 			m["data"].(map[string]any)["status"] = []string{"pending_approval", "rejected"}[len(ev)%2]
 		})
 	}
-	return editJSON(t, devwebhook.CompletedEvent(provider, ev, 1, 1, "usd"), func(m map[string]any) { m["eventType"] = "subscription.paid" })
+	return editJSON(t, providerevents.CompletedEvent(provider, ev, 1, 1, "usd"), func(m map[string]any) { m["eventType"] = "subscription.paid" })
 }
 
 func editJSON(t *testing.T, body []byte, edit func(map[string]any)) []byte {

@@ -17,14 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
-	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
@@ -32,6 +30,8 @@ import (
 	"github.com/fibe-dev/billing/internal/platform/telemetry"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/internal/web/httpapi"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -55,10 +55,9 @@ func TestDeliveryTrace(t *testing.T) {
 	sys := newSystem(t)
 	apiKey, orderID := sys.checkout(t)
 	eventID := fmt.Sprintf("evt_trace_%d", time.Now().UnixNano())
-	body := devwebhook.CompletedEvent("stripe", eventID, orderID, 999, "usd")
-	signed := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
-		Payload: body, Secret: stripeSecret, Timestamp: time.Now()})
-	status, answer := sys.post(t, "/webhooks/stripe", map[string]string{"Stripe-Signature": signed.Header}, body)
+	body := providerevents.CompletedEvent("stripe", eventID, orderID, 999, "usd")
+	_, signed := stripeevents.SignByStripeGo(stripeSecret, body, time.Now())
+	status, answer := sys.post(t, "/webhooks/stripe", map[string]string{"Stripe-Signature": signed}, body)
 	require.Equal(t, http.StatusOK, status, answer)
 
 	var job sdktrace.ReadOnlySpan
@@ -92,7 +91,7 @@ func TestDeliveryTrace(t *testing.T) {
 	require.NotNil(t, post, "no wallet post statement in the job's trace")
 	require.True(t, descends(spans, post, job), "the wallet post is not under the job's span")
 
-	for _, secret := range []string{stripeSecret, apiKey, signed.Header, string(body)} {
+	for _, secret := range []string{stripeSecret, apiKey, signed, string(body)} {
 		requireNoLeak(t, spans, secret)
 	}
 

@@ -57,7 +57,7 @@ func (d *Driver) open(ctx context.Context, r provider.CheckoutRequest) (*provide
 	}
 	var out checkoutAnswer
 	err := d.do(ctx, http.MethodPost, "/v1/checkouts", checkoutBody{
-		ProductID: r.CatalogueID, RequestID: "order_" + r.OrderRef(), SuccessURL: r.SuccessURL,
+		ProductID: r.CatalogueID, RequestID: checkoutKey.For(r.OrderID), SuccessURL: r.SuccessURL,
 		Metadata: map[string]string{"order_id": r.OrderRef()},
 	}, &out)
 	if err != nil {

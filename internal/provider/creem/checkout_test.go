@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 )
 
 func TestCheckout(t *testing.T) {
@@ -20,14 +20,14 @@ func TestCheckout(t *testing.T) {
 	r := providertest.CheckoutRequest(5, "prod_1")
 	_, err := d.OpenCheckout(context.Background(), r)
 	require.ErrorIs(t, err, provider.ErrRejected, "unknown product")
-	fake.SetProduct("prod_1", providerfake.Product{Price: 1000, Currency: "usd"})
+	fake.SetProduct("prod_1", fakeapi.Product{Price: 1000, Currency: "usd"})
 	_, err = d.OpenCheckout(context.Background(), r)
 	require.ErrorIs(t, err, provider.ErrPriceMismatch)
-	fake.SetProduct("prod_1", providerfake.Product{Price: 999, Currency: "USD"})
+	fake.SetProduct("prod_1", fakeapi.Product{Price: 999, Currency: "USD"})
 	sess, err := d.OpenCheckout(context.Background(), r)
 	require.NoError(t, err)
 	require.NotEmpty(t, sess.URL)
-	require.Equal(t, 1, fake.Created(providerfake.Creem))
+	require.Equal(t, 1, fake.Created(provider.Creem))
 	r.CatalogueID = ""
 	_, err = d.OpenCheckout(context.Background(), r)
 	require.ErrorIs(t, err, provider.ErrSKUNotConfigured)

@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
@@ -19,7 +19,7 @@ func TestParseCompletedPayments(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1_700_000_000, 0)
 	providertest.RequireParse(t, parser, []providertest.Case{
-		{Name: "built", Body: string(devwebhook.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)),
+		{Name: "built", Body: string(providerevents.CompletedEventAt("creem", "evt_c", 42, 999, "EUR", at)),
 			Payment: &provider.Payment{OrderID: 42, Amount: 999, Currency: "EUR", PaymentID: "ord_order_42", Aliases: []string{"ch_order_42"}}},
 		{Name: "other type", Body: `{"id":"evt_4","eventType":"subscription.active","object":{}}`, ID: "evt_4"},
 	})
@@ -41,9 +41,9 @@ func TestParseMalformed(t *testing.T) {
 func TestParseReversals(t *testing.T) {
 	t.Parallel()
 	providertest.RequireParse(t, parser, []providertest.Case{
-		{Name: "refund", Body: string(devwebhook.ReversalEvent("creem", "e", "ord_1", "ref_1", "refund", "succeeded", 10, "EUR")),
+		{Name: "refund", Body: string(providerevents.ReversalEvent("creem", "e", "ord_1", "ref_1", "refund", "succeeded", 10, "EUR")),
 			Reversal: &provider.Reversal{PaymentID: "ord_1", ReversalID: "ref_1", Kind: "refund", State: "succeeded", Amount: 10, Currency: "EUR"}},
-		{Name: "dispute", Body: string(devwebhook.ReversalEvent("creem", "e", "ord_1", "disp_1", "dispute", "open", 10, "EUR")),
+		{Name: "dispute", Body: string(providerevents.ReversalEvent("creem", "e", "ord_1", "disp_1", "dispute", "open", 10, "EUR")),
 			Reversal: &provider.Reversal{PaymentID: "ord_1", ReversalID: "disp_1", Kind: "dispute", State: "open", Amount: 10, Currency: "EUR"}},
 		{Name: "refund naming order and checkout", Body: `{"id":"e","eventType":"refund.created","object":{"id":"ref_2","refund_amount":5,"refund_currency":"EUR","order":{"id":"ord_2"},"checkout":{"id":"ch_2"}}}`,
 			Reversal: &provider.Reversal{PaymentID: "ord_2", ReversalID: "ref_2", Kind: "refund", State: "succeeded", Amount: 5, Currency: "EUR", OtherRef: "ch_2"}},

@@ -2,13 +2,14 @@ package creem_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/platform/hmacsig"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem"
+	"github.com/fibe-dev/billing/internal/provider/creem/creemevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
@@ -17,7 +18,7 @@ import (
 // explores further.
 
 func FuzzCreemHeader(f *testing.F) {
-	_, v := devwebhook.SignCreem(providertest.FuzzSecret, providertest.FuzzBody)
+	_, v := creemevents.Sign(providertest.FuzzSecret, providertest.FuzzBody, time.Time{})
 	f.Add(v)
 	d := creem.New(provider.Options{WebhookSecrets: []string{providertest.FuzzSecret}})
 	f.Fuzz(func(t *testing.T, value string) {

@@ -10,16 +10,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem"
+	"github.com/fibe-dev/billing/internal/provider/creem/creemevents"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
 func TestVerify(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"evt_1","eventType":"x"}`)
-	_, good := devwebhook.SignCreem("c1", body)
+	_, good := creemevents.Sign("c1", body, time.Time{})
 	d := creem.New(provider.Options{WebhookSecrets: []string{"c1"}})
 	for _, c := range []struct {
 		name, value string
@@ -45,7 +46,7 @@ func TestVerify(t *testing.T) {
 // HMAC-SHA256 of the raw body, whenever it was made.
 func TestSignedByHMAC(t *testing.T) {
 	t.Parallel()
-	body := devwebhook.CompletedEvent("creem", "evt_creem1", 7, 3999, "USD")
+	body := providerevents.CompletedEvent("creem", "evt_creem1", 7, 3999, "USD")
 	m := hmac.New(sha256.New, []byte("whsec_test_creem"))
 	m.Write(body)
 	d := creem.New(provider.Options{WebhookSecrets: []string{"whsec_test_creem"}})

@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 )
 
 // The contract every registered driver keeps, whatever its provider: the
@@ -33,13 +33,13 @@ const (
 var contractRetry = provider.Retry{Budget: 1500 * time.Millisecond, BaseDelay: 5 * time.Millisecond, AttemptTimeout: time.Second}
 
 // registry is every driver, each pointed at its own fake.
-func registry(t *testing.T) (*provider.Registry, map[string]*providerfake.Server) {
+func registry(t *testing.T) (*provider.Registry, map[string]*fakeapi.Server) {
 	t.Helper()
-	opts, fakes := map[string]provider.Options{}, map[string]*providerfake.Server{}
+	opts, fakes := map[string]provider.Options{}, map[string]*fakeapi.Server{}
 	for _, name := range provider.Names() {
-		fake := providerfake.Start()
+		fake := providertest.StartFake()
 		t.Cleanup(fake.Close)
-		fake.SetProduct(product, providerfake.Product{Price: 999, Currency: "usd"})
+		fake.SetProduct(product, fakeapi.Product{Price: 999, Currency: "usd"})
 		fakes[name] = fake
 		opts[name] = provider.Options{APIKey: "sk_" + name, APIURL: fake.URL, WebhookSecrets: []string{secret, oldSecret},
 			Retry: contractRetry}
@@ -49,8 +49,8 @@ func registry(t *testing.T) (*provider.Registry, map[string]*providerfake.Server
 
 // eachDriver runs check on every driver of reg, in parallel, each with its
 // fake (nil when reg has none).
-func eachDriver(t *testing.T, reg *provider.Registry, fakes map[string]*providerfake.Server,
-	check func(t *testing.T, p provider.Provider, fake *providerfake.Server)) {
+func eachDriver(t *testing.T, reg *provider.Registry, fakes map[string]*fakeapi.Server,
+	check func(t *testing.T, p provider.Provider, fake *fakeapi.Server)) {
 	for _, name := range reg.Names() {
 		p, _ := reg.Get(name)
 		t.Run(name, func(t *testing.T) {
@@ -74,11 +74,11 @@ func TestContractSignatures(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
 	now := time.Now()
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *fakeapi.Server) {
 		name := p.Name()
-		body := devwebhook.CompletedEvent(name, "evt_sig", 42, 999, "usd")
+		body := providerevents.CompletedEvent(name, "evt_sig", 42, 999, "usd")
 		verify := func(secret string, body []byte, signed time.Time) error {
-			h, v, err := devwebhook.Sign(name, secret, body, signed)
+			h, v, err := providerevents.Sign(name, secret, body, signed)
 			require.NoError(t, err)
 			hdr := http.Header{}
 			hdr.Set(h, v)
@@ -88,7 +88,7 @@ func TestContractSignatures(t *testing.T) {
 		require.NoError(t, verify(oldSecret, body, now), "every configured secret verifies (rotation)")
 		require.ErrorIs(t, verify("whsec_other", body, now), provider.ErrBadSignature)
 		require.ErrorIs(t, p.Verify(http.Header{}, body, now), provider.ErrMissingSignature)
-		h, v, _ := devwebhook.Sign(name, secret, body, now)
+		h, v, _ := providerevents.Sign(name, secret, body, now)
 		hdr := http.Header{}
 		hdr.Set(h, v)
 		require.ErrorIs(t, p.Verify(hdr, bytes.Replace(body, []byte("999"), []byte("998"), 1), now), provider.ErrBadSignature,
@@ -102,8 +102,8 @@ func TestContractSignatures(t *testing.T) {
 // same whenever signed) cannot tell, and its claim on the event id is the
 // replay defence.
 func requireStaleRule(t *testing.T, name string, verify func(string, []byte, time.Time) error, body []byte, now time.Time) {
-	_, early, _ := devwebhook.Sign(name, secret, body, now.Add(-time.Hour))
-	_, late, _ := devwebhook.Sign(name, secret, body, now)
+	_, early, _ := providerevents.Sign(name, secret, body, now.Add(-time.Hour))
+	_, late, _ := providerevents.Sign(name, secret, body, now)
 	if early == late {
 		require.NoError(t, verify(secret, body, now.Add(-time.Hour)))
 		return
@@ -115,9 +115,9 @@ func requireStaleRule(t *testing.T, name string, verify func(string, []byte, tim
 func TestContractParse(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, _ *fakeapi.Server) {
 		name := p.Name()
-		body := devwebhook.CompletedEvent(name, "evt_parse", 42, 999, "usd")
+		body := providerevents.CompletedEvent(name, "evt_parse", 42, 999, "usd")
 		ev, err := p.Parse(body)
 		require.NoError(t, err)
 		require.Equal(t, name, ev.Provider)
@@ -128,7 +128,7 @@ func TestContractParse(t *testing.T) {
 		require.Equal(t, "usd", ev.Payment.Currency)
 		require.NotEmpty(t, ev.Payment.PaymentID)
 
-		refund := devwebhook.ReversalEvent(name, "evt_refund", devwebhook.OrderPaymentID(name, "42"), "rv_1",
+		refund := providerevents.ReversalEvent(name, "evt_refund", providerevents.OrderPaymentID(name, "42"), "rv_1",
 			provider.ReversalRefund, provider.StateSucceeded, 500, "usd")
 		rev, err := p.Parse(refund)
 		require.NoError(t, err)
@@ -173,7 +173,7 @@ func upper(s string) string { return string(bytes.ToUpper([]byte(s))) }
 func TestContractRetries(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *fakeapi.Server) {
 		for _, call := range calls(p) { // one fake per driver: one call at a time
 			t.Run(call.name, func(t *testing.T) { requireRetries(t, fake, call) })
 		}
@@ -209,7 +209,7 @@ func calls(p provider.Provider) []call {
 	return out
 }
 
-func requireRetries(t *testing.T, fake *providerfake.Server, c call) {
+func requireRetries(t *testing.T, fake *fakeapi.Server, c call) {
 	before := fake.Requests()
 	require.NoError(t, c.run(1))
 	one := fake.Requests() - before // requests of one successful call
@@ -241,7 +241,7 @@ func requireRetries(t *testing.T, fake *providerfake.Server, c call) {
 func TestContractEmptyListing(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *fakeapi.Server) {
 		n := 0
 		err := p.ListEvents(context.Background(), time.Now().Add(-time.Hour), func(string, []byte) error { n++; return nil })
 		if errors.Is(p.Available(provider.Listing), provider.ErrUnsupported) {
@@ -261,13 +261,13 @@ func TestContractEmptyListing(t *testing.T) {
 func TestContractLongListing(t *testing.T) {
 	t.Parallel()
 	reg, fakes := registry(t)
-	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *providerfake.Server) {
+	eachDriver(t, reg, fakes, func(t *testing.T, p provider.Provider, fake *fakeapi.Server) {
 		if p.Available(provider.Listing) != nil {
 			return
 		}
 		now := time.Now()
 		for i := range 250 {
-			fake.AddEvent(p.Name(), devwebhook.CompletedEventAt(p.Name(), fmt.Sprintf("evt_%03d", i), int64(i+1), 999, "usd", now))
+			fake.AddEvent(p.Name(), providerevents.CompletedEventAt(p.Name(), fmt.Sprintf("evt_%03d", i), int64(i+1), 999, "usd", now))
 		}
 		list := func(fail bool) ([]string, int) {
 			before, ids := fake.Requests(), []string{}
@@ -296,7 +296,7 @@ func TestContractLongListing(t *testing.T) {
 // else as not configured, without a call.
 func TestContractNotConfigured(t *testing.T) {
 	t.Parallel()
-	eachDriver(t, drivers.New(nil), nil, func(t *testing.T, p provider.Provider, _ *providerfake.Server) {
+	eachDriver(t, drivers.New(nil), nil, func(t *testing.T, p provider.Provider, _ *fakeapi.Server) {
 		for _, c := range []provider.Capability{provider.Webhooks, provider.Checkouts} {
 			require.ErrorIs(t, p.Available(c), provider.ErrNotConfigured, c.String())
 		}
@@ -304,7 +304,7 @@ func TestContractNotConfigured(t *testing.T) {
 		require.ErrorIs(t, err, provider.ErrNotConfigured)
 		_, err = p.Refund(context.Background(), provider.RefundRequest{PaymentID: "pi_1", Amount: 1, Currency: "usd", IdempotencyKey: "k"})
 		require.True(t, errors.Is(err, provider.ErrNotConfigured) || errors.Is(err, provider.ErrUnsupported), err)
-		_, err = p.Parse(devwebhook.CompletedEvent(p.Name(), "evt_1", 1, 999, "usd"))
+		_, err = p.Parse(providerevents.CompletedEvent(p.Name(), "evt_1", 1, 999, "usd"))
 		require.NoError(t, err)
 	})
 }

@@ -1,7 +1,8 @@
 // Package drivers builds the registry of every payment-provider driver
-// billing has. Adding a provider is adding its package
-// (internal/provider/<name>, implementing provider.Provider) and one line
-// in New; the contract test in this package then runs against it.
+// billing has. Adding a provider is adding its folder
+// (internal/provider/<name>: its driver implementing provider.Provider,
+// its facts, its event builder and its fake API) and one line in New; the
+// contract test in this package then runs against it (decision 0015).
 package drivers
 
 import (
@@ -22,8 +23,8 @@ func New(opts map[string]provider.Options) *provider.Registry {
 	)
 }
 
-// StateTables are every driver's table of the refund and dispute statuses
-// it documents, for the audit to read stored payloads through.
-func StateTables() []provider.StateTable {
-	return []provider.StateTable{stripe.States, paddle.States, creem.States}
-}
+// Facts are every driver's facts (provider.Facts: id prefixes, where a
+// stored payload names the payment, checkout keys, status tables), for
+// the programs that need them without a configured registry: the audit,
+// billing explain, the lab. They do not depend on options.
+func Facts() []provider.Facts { return New(nil).Facts() }

@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 )
 
 func TestCheckoutTransaction(t *testing.T) {
@@ -31,21 +31,21 @@ func TestCheckoutTransaction(t *testing.T) {
 
 	r := providertest.CheckoutRequest(10, "")
 	r.CatalogueID = "pri_1"
-	fake.SetProduct("pri_1", providerfake.Product{Price: 1999, Currency: "usd"})
+	fake.SetProduct("pri_1", fakeapi.Product{Price: 1999, Currency: "usd"})
 	_, err = d.OpenCheckout(context.Background(), r)
 	require.ErrorIs(t, err, provider.ErrPriceMismatch)
-	require.Equal(t, 1, fake.Created(providerfake.Paddle), "a mismatched price opens nothing")
-	fake.SetProduct("pri_1", providerfake.Product{Price: 999, Currency: "usd"})
+	require.Equal(t, 1, fake.Created(provider.Paddle), "a mismatched price opens nothing")
+	fake.SetProduct("pri_1", fakeapi.Product{Price: 999, Currency: "usd"})
 	_, err = d.OpenCheckout(context.Background(), r)
 	require.NoError(t, err)
-	require.Equal(t, 2, fake.Created(providerfake.Paddle))
+	require.Equal(t, 2, fake.Created(provider.Paddle))
 
 	before := len(fake.Calls())
-	fake.FailNext(providerfake.Paddle, 503)
+	fake.FailNext(provider.Paddle, 503)
 	_, err = d.OpenCheckout(context.Background(), providertest.CheckoutRequest(11, ""))
 	require.NoError(t, err, "503 is retried")
 	require.Len(t, fake.Calls(), before+2)
-	fake.FailNext(providerfake.Paddle, 400)
+	fake.FailNext(provider.Paddle, 400)
 	_, err = d.OpenCheckout(context.Background(), providertest.CheckoutRequest(12, ""))
 	require.ErrorIs(t, err, provider.ErrRejected)
 	require.Len(t, fake.Calls(), before+3, "a refusal is not retried")

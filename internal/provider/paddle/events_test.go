@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
@@ -19,7 +19,7 @@ func TestParseCompletedPayments(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1_700_000_000, 0)
 	providertest.RequireParse(t, parser, []providertest.Case{
-		{Name: "built", Body: string(devwebhook.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment: &provider.Payment{OrderID: 42, Amount: 3999, Currency: "USD", PaymentID: "txn_order_42"}},
+		{Name: "built", Body: string(providerevents.CompletedEventAt("paddle", "evt_p", 42, 3999, "USD", at)), Payment: &provider.Payment{OrderID: 42, Amount: 3999, Currency: "USD", PaymentID: "txn_order_42"}},
 		{Name: "numeric order id, total only", Body: `{"event_id":"e","event_type":"transaction.completed","data":{"currency_code":"GBP","custom_data":{"order_id":9},"details":{"totals":{"total":"120"}}}}`, Payment: &provider.Payment{OrderID: 9, Amount: 120, Currency: "GBP", PaymentID: ""}},
 		{Name: "other type", Body: `{"event_id":"evt_3","event_type":"price.created","data":null}`, ID: "evt_3"},
 	})
@@ -42,11 +42,11 @@ func TestParseMalformed(t *testing.T) {
 func TestParseReversals(t *testing.T) {
 	t.Parallel()
 	providertest.RequireParse(t, parser, []providertest.Case{
-		{Name: "refund", Body: string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_1", "refund", "succeeded", 120, "USD")),
+		{Name: "refund", Body: string(providerevents.ReversalEvent("paddle", "e", "txn_1", "adj_1", "refund", "succeeded", 120, "USD")),
 			Reversal: &provider.Reversal{PaymentID: "txn_1", ReversalID: "adj_1", Kind: "refund", State: "succeeded", Amount: 120, Currency: "USD"}},
-		{Name: "chargeback", Body: string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_2", "dispute", "lost", 120, "USD")),
+		{Name: "chargeback", Body: string(providerevents.ReversalEvent("paddle", "e", "txn_1", "adj_2", "dispute", "lost", 120, "USD")),
 			Reversal: &provider.Reversal{PaymentID: "txn_1", ReversalID: "chargeback:txn_1", Kind: "dispute", State: "lost", Amount: 120, Currency: "USD"}},
-		{Name: "chargeback reversed", Body: string(devwebhook.ReversalEvent("paddle", "e", "txn_1", "adj_3", "dispute", "won", 120, "USD")),
+		{Name: "chargeback reversed", Body: string(providerevents.ReversalEvent("paddle", "e", "txn_1", "adj_3", "dispute", "won", 120, "USD")),
 			Reversal: &provider.Reversal{PaymentID: "txn_1", ReversalID: "chargeback:txn_1", Kind: "dispute", State: "won", Amount: 120, Currency: "USD"}},
 		{Name: "pending refund", Body: `{"event_id":"e","event_type":"adjustment.created","data":{"id":"adj_1","action":"refund","transaction_id":"txn_1","status":"pending_approval","totals":{"total":"5","currency_code":"USD"}}}`},
 		{Name: "rejected refund", Body: `{"event_id":"e","event_type":"adjustment.updated","data":{"id":"adj_1","action":"refund","transaction_id":"txn_1","status":"rejected","totals":{"total":"5","currency_code":"USD"}}}`},

@@ -3,9 +3,9 @@ package paddle_test
 import (
 	"testing"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
+	"github.com/fibe-dev/billing/internal/provider/paddle/paddleevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
@@ -14,7 +14,7 @@ import (
 // explores further.
 
 func FuzzPaddleHeader(f *testing.F) {
-	_, v := devwebhook.SignPaddle(providertest.FuzzSecret, providertest.FuzzBody, providertest.SignedAt)
+	_, v := paddleevents.Sign(providertest.FuzzSecret, providertest.FuzzBody, providertest.SignedAt)
 	d := paddle.New(provider.Options{WebhookSecrets: []string{providertest.FuzzSecret}})
 	providertest.FuzzTimestampedHeader(f, d, paddle.SignatureHeader, v, ":", paddle.ParseHeader)
 }

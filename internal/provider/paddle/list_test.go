@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
@@ -20,8 +20,8 @@ func TestListNewestFirstUntilSince(t *testing.T) {
 	t.Parallel()
 	fake := providertest.Fake(t)
 	now := time.Now()
-	fake.AddEvent("paddle", devwebhook.CompletedEventAt("paddle", "evt_old", 1, 999, "usd", now.Add(-2*time.Hour)))
-	fake.AddEvent("paddle", devwebhook.CompletedEventAt("paddle", "evt_new", 2, 999, "usd", now))
+	fake.AddEvent("paddle", providerevents.CompletedEventAt("paddle", "evt_old", 1, 999, "usd", now.Add(-2*time.Hour)))
+	fake.AddEvent("paddle", providerevents.CompletedEventAt("paddle", "evt_new", 2, 999, "usd", now))
 	d := paddle.New(provider.Options{APIKey: "pdl_test", APIURL: fake.URL,
 		Retry: provider.Retry{Budget: 2 * time.Second, BaseDelay: 10 * time.Millisecond}})
 	fake.FailRequests(http.StatusBadGateway)

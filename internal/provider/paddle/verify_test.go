@@ -11,9 +11,10 @@ import (
 	paddleapi "github.com/PaddleHQ/paddle-go-sdk/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/paddle"
+	"github.com/fibe-dev/billing/internal/provider/paddle/paddleevents"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 )
 
@@ -21,7 +22,7 @@ func TestVerify(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"event_id":"evt_1","event_type":"x"}`)
 	at := time.Unix(1_700_000_000, 0)
-	_, good := devwebhook.SignPaddle("p1", body, at)
+	_, good := paddleevents.Sign("p1", body, at)
 	sig := good[strings.Index(good, "h1=")+3:]
 	d := paddle.New(provider.Options{WebhookSecrets: []string{"p0", "p1"}})
 	for _, c := range []struct {
@@ -53,8 +54,8 @@ func TestVerify(t *testing.T) {
 func TestSignerAcceptedByPaddleSDK(t *testing.T) {
 	t.Parallel()
 	const secret = "pdl_ntfset_test_paddle"
-	body := devwebhook.CompletedEvent("paddle", "evt_01paddle", 7, 999, "USD")
-	h, v := devwebhook.SignPaddle(secret, body, time.Now())
+	body := providerevents.CompletedEvent("paddle", "evt_01paddle", 7, 999, "USD")
+	h, v := paddleevents.Sign(secret, body, time.Now())
 	verifier := paddleapi.NewWebhookVerifier(secret, paddleapi.VerifierWithTimestampTolerance(5*time.Minute))
 
 	req, err := http.NewRequest(http.MethodPost, "http://example.test/webhooks/paddle", bytes.NewReader(body))

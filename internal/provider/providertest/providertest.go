@@ -1,6 +1,7 @@
 // Package providertest is what the provider drivers' tests share: header
 // and fuzzing helpers that state, once, what every driver's signature
-// parsing and event reading must hold.
+// parsing and event reading must hold, and StartFake, every provider's
+// fake API on one server.
 package providertest
 
 import (
@@ -14,10 +15,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/platform/hmacsig"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/creem/creemfake"
+	"github.com/fibe-dev/billing/internal/provider/paddle/paddlefake"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripefake"
 )
 
 // Header is an http.Header with name set to value (nothing when value is "").
@@ -72,7 +76,7 @@ func AcceptedOnlyWithMAC(t *testing.T, p provider.Provider, header, value string
 // FuzzEvent fuzzes p's Parse from its completed-payment event: whatever
 // the body, Parse reads a well-formed event or refuses it as malformed.
 func FuzzEvent(f *testing.F, p provider.Provider) {
-	f.Add(devwebhook.CompletedEventAt(p.Name(), "evt_seed", 42, 999, "usd", SignedAt))
+	f.Add(providerevents.CompletedEventAt(p.Name(), "evt_seed", 42, 999, "usd", SignedAt))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, err := p.Parse(body)
 		if err != nil {
@@ -116,9 +120,16 @@ func RequireIs(t *testing.T, err, want error) {
 	require.ErrorIs(t, err, want)
 }
 
-// Fake starts a provider fake that stops with the test.
-func Fake(t *testing.T) *providerfake.Server {
-	fake := providerfake.Start()
+// StartFake starts one server faking every provider's API (each
+// provider's fake from its folder: their paths do not overlap); Close it
+// when done.
+func StartFake() *fakeapi.Server {
+	return fakeapi.Start(stripefake.Routes, paddlefake.Routes, creemfake.Routes)
+}
+
+// Fake is StartFake, stopped with the test.
+func Fake(t *testing.T) *fakeapi.Server {
+	fake := StartFake()
 	t.Cleanup(fake.Close)
 	return fake
 }

@@ -44,6 +44,6 @@ func sessionParams(r provider.CheckoutRequest) *stripeapi.CheckoutSessionCreateP
 		},
 	}
 	params.AddMetadata("order_id", order)
-	params.SetIdempotencyKey(r.IdempotencyKey())
+	params.SetIdempotencyKey(checkoutKey.For(r.OrderID))
 	return params
 }

@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/stripemock"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
 )
 
@@ -64,12 +64,12 @@ func TestCheckoutParametersAndReplay(t *testing.T) {
 	again, err := d.OpenCheckout(context.Background(), providertest.CheckoutRequest(7, ""))
 	require.NoError(t, err)
 	require.Equal(t, first, again, "one order, one session: the key replays it")
-	require.Equal(t, 1, fake.Created(providerfake.Stripe))
+	require.Equal(t, 1, fake.Created(provider.Stripe))
 	calls := fake.Calls()
 	require.Len(t, calls, 2)
 	for _, c := range calls {
 		require.Empty(t, c.Problem)
-		require.Equal(t, providerfake.Call{Provider: "stripe", Path: "/v1/checkout/sessions",
+		require.Equal(t, fakeapi.Call{Provider: "stripe", Path: "/v1/checkout/sessions",
 			IdempotencyKey: "billing-checkout-order-7", OrderID: "7", Amount: 999, Currency: "usd", Status: 200}, c)
 	}
 }
@@ -81,14 +81,14 @@ func TestCheckoutRetryBudget(t *testing.T) {
 		Retry: provider.Retry{Budget: 2 * time.Second, BaseDelay: 10 * time.Millisecond, RetryAfter: 3 * time.Second}})
 
 	t.Run("transient failures are retried with the same key", func(t *testing.T) {
-		fake.FailNext(providerfake.Stripe, 500, 429, 503)
+		fake.FailNext(provider.Stripe, 500, 429, 503)
 		sess, err := d.OpenCheckout(context.Background(), providertest.CheckoutRequest(1, ""))
 		require.NoError(t, err)
 		require.NotEmpty(t, sess.URL)
 	})
 	t.Run("4xx is the provider's refusal, not retried", func(t *testing.T) {
 		before := len(fake.Calls())
-		fake.FailNext(providerfake.Stripe, 400)
+		fake.FailNext(provider.Stripe, 400)
 		_, err := d.OpenCheckout(context.Background(), providertest.CheckoutRequest(2, ""))
 		rej, ok := errors.AsType[*provider.RejectedError](err)
 		require.True(t, ok, "got %v", err)

@@ -8,10 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 )
 
 var parser = stripe.New(provider.Options{})
@@ -21,12 +22,12 @@ func TestParseCompletedPayments(t *testing.T) {
 	t.Parallel()
 	fixture, err := os.ReadFile("testdata/stripe_checkout_session_completed.json")
 	require.NoError(t, err)
-	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", devwebhook.StripeAPIVersion,
+	stripeFixture := strings.NewReplacer("{{EVENT_ID}}", "evt_fx", "{{API_VERSION}}", stripeevents.APIVersion,
 		"{{ORDER_ID}}", "42").Replace(string(fixture))
 	at := time.Unix(1_700_000_000, 0)
 	providertest.RequireParse(t, parser, []providertest.Case{
 		{Name: "fixture", Body: stripeFixture, Payment: &provider.Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_a1b2c3d4e5f6g7h8i9j0", Aliases: []string{"pi_3Q0aBcDeFgHiJkLm0aBcDeFg"}}},
-		{Name: "built", Body: string(devwebhook.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment: &provider.Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_order_42", Aliases: []string{"pi_order_42"}}},
+		{Name: "built", Body: string(providerevents.CompletedEventAt("stripe", "evt_b", 42, 999, "usd", at)), Payment: &provider.Payment{OrderID: 42, Amount: 999, Currency: "usd", PaymentID: "cs_test_order_42", Aliases: []string{"pi_order_42"}}},
 		{Name: "client_reference_id only", Body: `{"id":"e","type":"checkout.session.completed","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","client_reference_id":"7"}}}`, Payment: &provider.Payment{OrderID: 7, Amount: 5, Currency: "eur", PaymentID: ""}},
 		{Name: "async succeeded", Body: `{"id":"e","type":"checkout.session.async_payment_succeeded","data":{"object":{"amount_total":5,"currency":"eur","payment_status":"paid","metadata":{"order_id":"8"}}}}`, Payment: &provider.Payment{OrderID: 8, Amount: 5, Currency: "eur", PaymentID: ""}},
 		{Name: "other type", Body: `{"id":"evt_1","type":"invoice.paid","data":{"object":[]}}`, ID: "evt_1"},
@@ -60,11 +61,11 @@ func TestParseMalformed(t *testing.T) {
 func TestParseReversals(t *testing.T) {
 	t.Parallel()
 	providertest.RequireParse(t, parser, []providertest.Case{
-		{Name: "refund built", Body: string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "ch_1", "refund", "succeeded", 300, "usd")),
+		{Name: "refund built", Body: string(providerevents.ReversalEvent("stripe", "e", "pi_1", "ch_1", "refund", "succeeded", 300, "usd")),
 			Reversal: &provider.Reversal{PaymentID: "pi_1", ReversalID: "charge:ch_1", Kind: "refund", State: "succeeded", Amount: 300, Currency: "usd", OtherRef: "ch_1"}},
 		{Name: "charge without payment intent", Body: `{"id":"e","type":"charge.refunded","data":{"object":{"id":"ch_2","amount":999,"amount_refunded":999,"currency":"usd","payment_intent":null}}}`,
 			Reversal: &provider.Reversal{PaymentID: "ch_2", ReversalID: "charge:ch_2", Kind: "refund", State: "succeeded", Amount: 999, Currency: "usd"}},
-		{Name: "dispute created", Body: string(devwebhook.ReversalEvent("stripe", "e", "pi_1", "dp_1", "dispute", "open", 999, "usd")),
+		{Name: "dispute created", Body: string(providerevents.ReversalEvent("stripe", "e", "pi_1", "dp_1", "dispute", "open", 999, "usd")),
 			Reversal: &provider.Reversal{PaymentID: "pi_1", ReversalID: "dp_1", Kind: "dispute", State: "open", Amount: 999, Currency: "usd", OtherRef: "ch_pi_1"}},
 		{Name: "dispute won", Body: `{"id":"e","type":"charge.dispute.closed","data":{"object":{"id":"dp_1","amount":5,"currency":"eur","charge":"ch_9","payment_intent":{"id":"pi_9"},"status":"won"}}}`,
 			Reversal: &provider.Reversal{PaymentID: "pi_9", ReversalID: "dp_1", Kind: "dispute", State: "won", Amount: 5, Currency: "eur", OtherRef: "ch_9"}},

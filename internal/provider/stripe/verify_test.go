@@ -6,18 +6,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providertest"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 )
 
 func TestVerify(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"evt_1","type":"x"}`)
 	at := time.Unix(1_700_000_000, 0)
-	_, good := devwebhook.SignStripe("s1", body, at)
-	_, other := devwebhook.SignStripe("s0", body, at)
+	_, good := stripeevents.Sign("s1", body, at)
+	_, other := stripeevents.Sign("s0", body, at)
 	sig := good[strings.Index(good, "v1=")+3:]
 	for _, c := range []struct {
 		name   string

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fibe"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 )
 
 // postCheckout is safe to call from any goroutine (no require).
@@ -168,16 +168,16 @@ func TestCheckoutProviderRejects(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	alice := e.newPlayer("alice")
-	e.fake.FailNext(providerfake.Creem, http.StatusBadRequest)
+	e.fake.FailNext(provider.Creem, http.StatusBadRequest)
 	r := e.do(alice, http.MethodPost, "/v1/checkouts", "rej", `{"sku":"mana_1000","provider":"creem"}`)
 	requireProblem(t, r, http.StatusBadGateway, CodeProviderRejected)
 	require.Equal(t, "creem rejected the checkout: injected failure", r.str("detail"))
-	require.Zero(t, e.fake.Created(providerfake.Creem))
+	require.Zero(t, e.fake.Created(provider.Creem))
 
-	e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: 1, Currency: "usd"})
+	e.fake.SetProduct("prod_mana_1000", fakeapi.Product{Price: 1, Currency: "usd"})
 	r = e.do(alice, http.MethodPost, "/v1/checkouts", "mismatch", `{"sku":"mana_1000","provider":"creem"}`)
 	requireProblem(t, r, http.StatusInternalServerError, CodeCheckoutMisconfigured)
-	require.Zero(t, e.fake.Created(providerfake.Creem), "a price that differs from the snapshot opens nothing")
+	require.Zero(t, e.fake.Created(provider.Creem), "a price that differs from the snapshot opens nothing")
 }
 
 // TestSDKCheckoutRidesOutProviderOutage: the SDK's Checkouts.Create meets a
@@ -198,5 +198,5 @@ func TestSDKCheckoutRidesOutProviderOutage(t *testing.T) {
 	require.Greater(t, order.LastResponse.Attempts, 1, "the first attempt met the outage")
 	require.True(t, strings.HasPrefix(order.CheckoutURL, "https://pay.paddle.test/"), order.CheckoutURL)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM orders`))
-	require.Equal(t, 1, e.fake.Created(providerfake.Paddle))
+	require.Equal(t, 1, e.fake.Created(provider.Paddle))
 }

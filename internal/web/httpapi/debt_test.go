@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fibe"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -65,9 +65,9 @@ func TestSDKOrderShowsRefunds(t *testing.T) {
 	require.NoError(t, err)
 	id, err := strconv.ParseInt(o.ID, 10, 64)
 	require.NoError(t, err)
-	pi := devwebhook.OrderPaymentID("stripe", o.ID)
+	pi := providerevents.OrderPaymentID("stripe", o.ID)
 	send := func(body []byte) {
-		h, v, err := devwebhook.Sign("stripe", "whsec_sdk", body, time.Now())
+		h, v, err := providerevents.Sign("stripe", "whsec_sdk", body, time.Now())
 		require.NoError(t, err)
 		req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/stripe", bytes.NewReader(body))
 		require.NoError(t, err)
@@ -89,9 +89,9 @@ func TestSDKOrderShowsRefunds(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	send(devwebhook.CompletedEvent("stripe", "evt_paid", id, 999, "usd"))
+	send(providerevents.CompletedEvent("stripe", "evt_paid", id, 999, "usd"))
 	waitOrder(fibe.OrderFulfilled)
-	send(devwebhook.ReversalEvent("stripe", "evt_r1", pi, "ch_1", "refund", "succeeded", 333, "usd"))
+	send(providerevents.ReversalEvent("stripe", "evt_r1", pi, "ch_1", "refund", "succeeded", 333, "usd"))
 	got := waitOrder(fibe.OrderPartiallyRefunded)
 	require.Equal(t, int64(333), got.RefundedAmount)
 	require.Equal(t, int64(334), got.ClawedBackMana) // ceil(1000 x 333 / 999)
@@ -101,7 +101,7 @@ func TestSDKOrderShowsRefunds(t *testing.T) {
 	require.Len(t, got.Payments[0].Reversals, 1)
 	require.Equal(t, "charge:ch_1", got.Payments[0].Reversals[0].ID)
 	require.Empty(t, got.Unapplied())
-	send(devwebhook.ReversalEvent("stripe", "evt_r2", pi, "ch_1", "refund", "succeeded", 999, "usd"))
+	send(providerevents.ReversalEvent("stripe", "evt_r2", pi, "ch_1", "refund", "succeeded", 999, "usd"))
 	got = waitOrder(fibe.OrderRefunded)
 	require.Equal(t, int64(999), got.RefundedAmount)
 	require.Equal(t, int64(1000), got.ClawedBackMana)

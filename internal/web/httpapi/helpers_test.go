@@ -24,7 +24,6 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/domain/playground"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/ops/audit"
@@ -32,6 +31,8 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providertest"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/internal/web/requests"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
@@ -53,7 +54,7 @@ type env struct {
 	river   *jobs.Client
 	wallets *wallet.Store
 	// fake plays Stripe, Paddle and Creem for checkouts.
-	fake *providerfake.Server
+	fake *fakeapi.Server
 	// providers are the drivers of the setup, pointed at fake.
 	providers *provider.Registry
 }
@@ -114,8 +115,8 @@ func providersOf(opts map[string]*provider.Options) *provider.Registry {
 
 // fakeProviders points the setup's three providers at one recording fake,
 // with a Creem product priced like each SKU.
-func fakeProviders(t *testing.T, set *setup) *providerfake.Server {
-	fake := providerfake.Start()
+func fakeProviders(t *testing.T, set *setup) *fakeapi.Server {
+	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	set.providers = map[string]*provider.Options{
 		provider.Stripe: {APIKey: "sk_test_env", APIURL: fake.URL},
@@ -125,7 +126,7 @@ func fakeProviders(t *testing.T, set *setup) *providerfake.Server {
 	for name, sku := range set.skus {
 		sku.CreemProductID = "prod_" + name
 		set.skus[name] = sku
-		fake.SetProduct(sku.CreemProductID, providerfake.Product{Price: sku.Amount, Currency: sku.Currency})
+		fake.SetProduct(sku.CreemProductID, fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	return fake
 }

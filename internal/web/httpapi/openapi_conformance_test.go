@@ -19,9 +19,10 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
-	"github.com/fibe-dev/billing/internal/kit/providerfake"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -60,12 +61,12 @@ func (c *conformance) providerCalls(alice player) {
 	require.NotEmpty(c.t, up.str("checkout_url"), "the retry with the same key opens the checkout")
 
 	const creemBody = `{"sku":"mana_1000","provider":"creem"}`
-	c.e.fake.FailNext(providerfake.Creem, http.StatusBadRequest)
+	c.e.fake.FailNext(provider.Creem, http.StatusBadRequest)
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "rejected", body: creemBody, want: 502, code: CodeProviderRejected})
-	c.e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: 1, Currency: "usd"})
+	c.e.fake.SetProduct("prod_mana_1000", fakeapi.Product{Price: 1, Currency: "usd"})
 	c.do(call{as: alice, method: "POST", path: "/v1/checkouts", key: "mismatch", body: creemBody, want: 500, code: CodeCheckoutMisconfigured})
-	require.Zero(c.t, c.e.fake.Created(providerfake.Creem), "neither refused checkout opened anything")
-	c.e.fake.SetProduct("prod_mana_1000", providerfake.Product{Price: c.e.skus["mana_1000"].Amount, Currency: "usd"})
+	require.Zero(c.t, c.e.fake.Created(provider.Creem), "neither refused checkout opened anything")
+	c.e.fake.SetProduct("prod_mana_1000", fakeapi.Product{Price: c.e.skus["mana_1000"].Amount, Currency: "usd"})
 }
 
 func (c *conformance) requestShapeCalls(alice player) {
@@ -85,7 +86,7 @@ func (c *conformance) requestShapeCalls(alice player) {
 // outstanding_debt.
 func (c *conformance) refundCalls(alice player) {
 	id, pi := c.paidOrder(alice, "refund")
-	c.deliver(devwebhook.ReversalEvent("stripe", c.eventID("r1"), pi, "ch_refund", fulfillment.ReversalRefund, "succeeded", 333, "usd"))
+	c.deliver(providerevents.ReversalEvent("stripe", c.eventID("r1"), pi, "ch_refund", fulfillment.ReversalRefund, "succeeded", 333, "usd"))
 	partial := c.waitOrder(alice, id, "partially_refunded")
 	require.EqualValues(c.t, 333, partial.body["refunded_amount"])
 	require.EqualValues(c.t, 334, partial.body["clawed_back_mana"]) // ceil(1000 x 333 / 999)
@@ -93,7 +94,7 @@ func (c *conformance) refundCalls(alice player) {
 	m := c.do(call{as: alice, method: "POST", path: "/v1/marquees", key: "mq", body: `{"name":"box","plan":"daily600"}`, want: 201})
 	fund := c.do(call{as: alice, method: "POST", path: "/v1/marquees/" + m.str("id") + "/fund", key: "fund", want: 202})
 	c.waitSucceeded(alice, fund.str("request_id"))
-	c.deliver(devwebhook.ReversalEvent("stripe", c.eventID("r2"), pi, "ch_refund", fulfillment.ReversalRefund, "succeeded", 999, "usd"))
+	c.deliver(providerevents.ReversalEvent("stripe", c.eventID("r2"), pi, "ch_refund", fulfillment.ReversalRefund, "succeeded", 999, "usd"))
 	full := c.waitOrder(alice, id, "refunded")
 	require.EqualValues(c.t, 999, full.body["refunded_amount"])
 	require.EqualValues(c.t, 1000, full.body["clawed_back_mana"])
@@ -107,7 +108,7 @@ func (c *conformance) refundCalls(alice player) {
 // disputeCalls pays a second order and opens a dispute on it.
 func (c *conformance) disputeCalls(alice player) {
 	id, pi := c.paidOrder(alice, "dispute")
-	c.deliver(devwebhook.ReversalEvent("stripe", c.eventID("d1"), pi, "dp_1", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd"))
+	c.deliver(providerevents.ReversalEvent("stripe", c.eventID("d1"), pi, "dp_1", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd"))
 	c.waitOrder(alice, id, "disputed")
 }
 
@@ -128,10 +129,10 @@ func TestOpenAPIConformanceOrderPayments(t *testing.T) {
 	n, err := strconv.ParseInt(id, 10, 64)
 	require.NoError(t, err)
 	c.e.fake.FailRequests(http.StatusBadRequest) // the next request to the provider: the second payment's refund
-	c.deliver(devwebhook.PaymentEvent("stripe", c.eventID("twice-2"), "pi_second_"+id, n, 999, "usd"))
-	c.deliver(devwebhook.ReversalEvent("stripe", c.eventID("twice-r"), pi, "ch_twice", fulfillment.ReversalRefund,
+	c.deliver(providerevents.PaymentEvent("stripe", c.eventID("twice-2"), "pi_second_"+id, n, 999, "usd"))
+	c.deliver(providerevents.ReversalEvent("stripe", c.eventID("twice-r"), pi, "ch_twice", fulfillment.ReversalRefund,
 		fulfillment.StateSucceeded, 333, "usd"))
-	c.deliver(devwebhook.ReversalEvent("stripe", c.eventID("twice-d"), pi, "dp_twice", fulfillment.ReversalDispute,
+	c.deliver(providerevents.ReversalEvent("stripe", c.eventID("twice-d"), pi, "dp_twice", fulfillment.ReversalDispute,
 		fulfillment.StateOpen, 100, "usd"))
 	var got reply
 	c.poll("both payments and both facts of order "+id, func() bool {
@@ -142,7 +143,7 @@ func TestOpenAPIConformanceOrderPayments(t *testing.T) {
 	require.Equal(t, "disputed", got.str("status"))
 	ps := got.body["payments"].([]any)
 	first, second := ps[0].(map[string]any), ps[1].(map[string]any)
-	require.Equal(t, devwebhook.OrderSessionID(id), first["payment_id"])
+	require.Equal(t, stripeevents.OrderSessionID(id), first["payment_id"])
 	require.Equal(t, "partially_refunded", first["status"])
 	require.EqualValues(t, 333, first["refunded_amount"])
 	require.EqualValues(t, 1000, first["mana"])
@@ -172,9 +173,9 @@ func (c *conformance) paidOrder(p player, key string) (id, paymentID string) {
 	id = o.str("id")
 	n, err := strconv.ParseInt(id, 10, 64)
 	require.NoError(c.t, err)
-	c.deliver(devwebhook.CompletedEvent("stripe", c.eventID("paid-"+key), n, 999, "usd"))
+	c.deliver(providerevents.CompletedEvent("stripe", c.eventID("paid-"+key), n, 999, "usd"))
 	c.waitOrder(p, id, "fulfilled")
-	return id, devwebhook.OrderPaymentID("stripe", id)
+	return id, providerevents.OrderPaymentID("stripe", id)
 }
 
 func (c *conformance) eventID(name string) string {
@@ -185,7 +186,7 @@ func (c *conformance) eventID(name string) string {
 func (c *conformance) deliver(body []byte) {
 	c.t.Helper()
 	require.NotNil(c.t, body)
-	h, v, err := devwebhook.Sign("stripe", conformanceStripeSecret, body, time.Now())
+	h, v, err := providerevents.Sign("stripe", conformanceStripeSecret, body, time.Now())
 	require.NoError(c.t, err)
 	r := c.do(call{method: "POST", path: "/webhooks/stripe", body: string(body), headers: map[string]string{h: v}, want: 200})
 	require.Equal(c.t, "claimed", r.str("status"))

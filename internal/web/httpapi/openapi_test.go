@@ -22,11 +22,11 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
 	apidoc "github.com/fibe-dev/billing/api"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
+	"github.com/fibe-dev/billing/internal/provider/stripe/stripeevents"
 	"github.com/fibe-dev/billing/internal/web/requests"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -238,17 +238,15 @@ func (c *conformance) checkoutCalls(alice, bob player) int64 {
 
 func (c *conformance) webhookCalls(alice player, orderID int64) {
 	event := fmt.Sprintf("evt_conformance_%d", time.Now().UnixNano())
-	body := devwebhook.CompletedEvent("stripe", event, orderID, 999, "usd")
-	signed := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
-		Payload: body, Secret: conformanceStripeSecret, Timestamp: time.Now()})
-	sig := map[string]string{"Stripe-Signature": signed.Header}
+	body := providerevents.CompletedEvent("stripe", event, orderID, 999, "usd")
+	_, signed := stripeevents.SignByStripeGo(conformanceStripeSecret, body, time.Now())
+	sig := map[string]string{"Stripe-Signature": signed}
 	first := c.do(call{method: "POST", path: "/webhooks/stripe", body: string(body), headers: sig, want: 200})
 	require.Equal(c.t, "claimed", first.str("status"))
 	dup := c.do(call{method: "POST", path: "/webhooks/stripe", body: string(body), headers: sig, want: 200})
 	require.Equal(c.t, "duplicate", dup.str("status"))
-	forgery := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
-		Payload: body, Secret: "whsec_not_ours", Timestamp: time.Now()})
-	forged := map[string]string{"Stripe-Signature": forgery.Header}
+	_, forgery := stripeevents.SignByStripeGo("whsec_not_ours", body, time.Now())
+	forged := map[string]string{"Stripe-Signature": forgery}
 	c.do(call{method: "POST", path: "/webhooks/stripe", body: string(body), headers: forged, want: 400, code: "bad_signature"})
 	c.do(call{method: "POST", path: "/webhooks/paddle", body: `{}`, want: 503, code: "provider_not_configured"})
 	c.do(call{method: "POST", path: "/webhooks/paypal", body: `{}`, want: 404, code: "unknown_provider", docInvalid: true})

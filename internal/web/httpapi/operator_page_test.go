@@ -22,11 +22,11 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
-	"github.com/fibe-dev/billing/internal/dev/devwebhook"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/jobs"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -86,16 +86,16 @@ func newPageEnv(t *testing.T) *pageEnv {
 			return got == n
 		}
 	}
-	e.deliver(devwebhook.CompletedEvent("stripe", "evt_page_1", e.order.ID, e.order.Amount, e.order.Currency))
+	e.deliver(providerevents.CompletedEvent("stripe", "evt_page_1", e.order.ID, e.order.Amount, e.order.Currency))
 	require.Eventually(t, finalized(1), waitDeadline, 20*time.Millisecond)
-	e.deliver(devwebhook.PaymentEvent("stripe", "evt_page_2", "pi_page_second", e.order.ID, e.order.Amount, e.order.Currency))
+	e.deliver(providerevents.PaymentEvent("stripe", "evt_page_2", "pi_page_second", e.order.ID, e.order.Amount, e.order.Currency))
 	require.Eventually(t, finalized(2), waitDeadline, 20*time.Millisecond)
 	return e
 }
 
 func (e *pageEnv) deliver(body []byte) {
 	e.t.Helper()
-	h, v, err := devwebhook.Sign("stripe", "whsec_page", body, time.Now())
+	h, v, err := providerevents.Sign("stripe", "whsec_page", body, time.Now())
 	require.NoError(e.t, err)
 	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/webhooks/stripe", bytes.NewReader(body))
 	require.NoError(e.t, err)

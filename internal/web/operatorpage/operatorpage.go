@@ -37,6 +37,9 @@ type Options struct {
 	Logger *slog.Logger
 	// RiverUI is the River UI's prefix that job links point into.
 	RiverUI string
+	// Providers are the drivers, asked for their facts: which provider an
+	// id's prefix names, the key each sent with its checkouts.
+	Providers *provider.Registry
 }
 
 //go:embed page.html
@@ -95,7 +98,9 @@ func (h *handler) order(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, &view{Message: "An order id is a positive number."})
 		return
 	}
-	h.show(w, r, func(ctx context.Context) (*timeline.Timeline, error) { return timeline.Order(ctx, h.opts.DB, id) })
+	h.show(w, r, func(ctx context.Context) (*timeline.Timeline, error) {
+		return timeline.Order(ctx, h.opts.DB, h.opts.Providers, id)
+	})
 }
 
 func (h *handler) player(w http.ResponseWriter, r *http.Request) {
@@ -106,14 +111,14 @@ func (h *handler) player(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.show(w, r, func(ctx context.Context) (*timeline.Timeline, error) {
-		return timeline.Player(ctx, h.opts.DB, id, since)
+		return timeline.Player(ctx, h.opts.DB, h.opts.Providers, id, since)
 	})
 }
 
 func (h *handler) payment(w http.ResponseWriter, r *http.Request) {
 	provider, id := r.PathValue("provider"), r.PathValue("id")
 	h.show(w, r, func(ctx context.Context) (*timeline.Timeline, error) {
-		return timeline.Payment(ctx, h.opts.DB, provider, id)
+		return timeline.Payment(ctx, h.opts.DB, h.opts.Providers, provider, id)
 	})
 }
 
@@ -201,10 +206,10 @@ func titled(s string) string {
 }
 
 // providers is the order a provider id is tried in: the ones its prefix
-// names first (timeline.ProvidersOf), then the rest.
-func providers(id string) []string {
-	out := timeline.ProvidersOf(id)
-	for _, p := range provider.Names() {
+// names first (the drivers' facts say), then the rest.
+func providers(reg *provider.Registry, id string) []string {
+	out := reg.ProvidersOf(id)
+	for _, p := range reg.Names() {
 		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}

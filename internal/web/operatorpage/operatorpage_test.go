@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 )
 
 // A provider id is tried first at the provider its prefix names.
@@ -20,7 +22,7 @@ func TestProvidersByPrefix(t *testing.T) {
 		"charge:ch_1":        {"stripe", "paddle", "creem"},
 		"something-else":     {"stripe", "paddle", "creem"},
 	} {
-		require.Equal(t, want, providers(id), id)
+		require.Equal(t, want, providers(drivers.New(nil), id), id)
 	}
 }
 

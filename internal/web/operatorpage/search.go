@@ -70,14 +70,14 @@ func (h *handler) find(r *http.Request, term, kind, only string) (target, msg st
 // findNumber takes a bare number for an order id, else a player id
 // (whose timeline since now is only the lookup).
 func (h *handler) findNumber(r *http.Request, id int64) (string, string, error) {
-	_, err := timeline.Order(r.Context(), h.opts.DB, id)
+	_, err := timeline.Order(r.Context(), h.opts.DB, h.opts.Providers, id)
 	if err == nil {
 		return orderURL(id), "", nil
 	}
 	if !errors.Is(err, timeline.ErrNotFound) {
 		return "", "", err
 	}
-	if _, err := timeline.Player(r.Context(), h.opts.DB, id, time.Now()); err == nil {
+	if _, err := timeline.Player(r.Context(), h.opts.DB, h.opts.Providers, id, time.Now()); err == nil {
 		return playerURL(id), "", nil
 	} else if !errors.Is(err, timeline.ErrNotFound) {
 		return "", "", err
@@ -88,12 +88,12 @@ func (h *handler) findNumber(r *http.Request, id int64) (string, string, error) 
 // findProviderID tries only, or every provider (the one the id's prefix
 // suggests first).
 func (h *handler) findProviderID(r *http.Request, id, only string) (string, string, error) {
-	tries := providers(id)
+	tries := providers(h.opts.Providers, id)
 	if provider.Known(only) {
 		tries = []string{only}
 	}
 	for _, p := range tries {
-		_, err := timeline.Payment(r.Context(), h.opts.DB, p, id)
+		_, err := timeline.Payment(r.Context(), h.opts.DB, h.opts.Providers, p, id)
 		if err == nil {
 			return paymentURL(p, id), "", nil
 		}

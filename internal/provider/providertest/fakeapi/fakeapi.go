@@ -1,32 +1,21 @@
-// Package providerfake is a recording stand-in for the payment providers'
-// APIs, for tests: Stripe's Checkout Sessions and Events, Paddle's
-// transactions, prices and events, Creem's products and checkouts, all on
-// one httptest server (their paths do not overlap). It checks each request's
-// shape against the provider's documented API (Paddle's through
-// paddle-go-sdk's own request types), answers like the provider, serves
-// event lists a test scripts, and can fail or go down on demand.
-//
-// Unlike stripe-mock it keeps state: a Stripe Idempotency-Key seen before
-// returns the session it created, as Stripe does, so a test can count the
-// sessions really opened.
-package providerfake
+// Package fakeapi is the recording httptest server the providers' fake
+// APIs share, for tests and the lab: each provider's fake (stripefake,
+// paddlefake, creemfake, in its provider's folder) adds its routes to it,
+// and providertest.StartFake runs all three on one server (their paths do
+// not overlap). The server records the calls that create something, keeps
+// the catalogue and the scripted event lists, and can fail or go down on
+// demand; what a request must look like and how the provider answers is
+// each fake's.
+package fakeapi
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"sync"
-
-	"github.com/fibe-dev/billing/internal/provider"
-)
-
-// Provider names.
-const (
-	Stripe = provider.Stripe
-	Paddle = provider.Paddle
-	Creem  = provider.Creem
 )
 
 // Call is one recorded request that created something, or was refused.
@@ -41,43 +30,39 @@ type Call struct {
 	Problem        string
 }
 
-// Server is the fake. Its zero value is not usable: call Start.
-type Server struct {
-	*httptest.Server
-
-	mu       sync.Mutex
-	calls    []Call
-	sessions map[string]map[string]any // Stripe Idempotency-Key -> session
-	refunds  map[string]map[string]any // Stripe Idempotency-Key -> refund
-	created  map[string]int            // provider -> checkouts really created
-	fail     map[string][]int          // provider -> statuses of the next create calls
-	failAll  []int                     // statuses of the next requests, whatever they are
-	requests int                       // requests received
-	down     bool
-	refused  int // requests answered 503 while down
-	events   map[string][]json.RawMessage
-	products map[string]Product // Creem products and Paddle prices by id
-}
-
 // Product is a Creem product or a Paddle catalogue price.
 type Product struct {
 	Price    int64
 	Currency string // lower case
 }
 
-// Start starts a fake; Close it when done.
-func Start() *Server {
-	s := &Server{sessions: map[string]map[string]any{}, refunds: map[string]map[string]any{}, created: map[string]int{}, fail: map[string][]int{},
-		events: map[string][]json.RawMessage{}, products: map[string]Product{}}
+// Routes adds one provider's fake API to mux, over s's shared state.
+type Routes func(s *Server, mux *http.ServeMux)
+
+// Server is the fake. Its zero value is not usable: call Start.
+type Server struct {
+	*httptest.Server
+
+	mu       sync.Mutex
+	calls    []Call
+	created  map[string]int   // provider (or what) -> things really created
+	fail     map[string][]int // provider -> statuses of the next create calls
+	failAll  []int            // statuses of the next requests, whatever they are
+	requests int              // requests received
+	down     bool
+	refused  int // requests answered 503 while down
+	events   map[string][]json.RawMessage
+	products map[string]Product // Creem products and Paddle prices by id
+}
+
+// Start starts a server serving every routes; Close it when done.
+func Start(routes ...Routes) *Server {
+	s := &Server{created: map[string]int{}, fail: map[string][]int{}, events: map[string][]json.RawMessage{},
+		products: map[string]Product{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/checkout/sessions", s.stripeSession)
-	mux.HandleFunc("GET /v1/events", s.stripeEvents)
-	mux.HandleFunc("POST /v1/refunds", s.stripeRefund)
-	mux.HandleFunc("POST /transactions", s.paddleTransaction)
-	mux.HandleFunc("GET /prices/{id}", s.paddlePrice)
-	mux.HandleFunc("GET /events", s.paddleEvents)
-	mux.HandleFunc("GET /v1/products", s.creemProduct)
-	mux.HandleFunc("POST /v1/checkouts", s.creemCheckout)
+	for _, r := range routes {
+		r(s, mux)
+	}
 	s.Server = httptest.NewServer(s.gate(mux))
 	return s
 }
@@ -98,11 +83,11 @@ func (s *Server) gate(next http.Handler) http.Handler {
 		switch {
 		case down:
 			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"message": "down"}})
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"message": "down"}})
 		case fail != 0:
 			// An error body each provider's client reads: Stripe's and
 			// Paddle's error object, Creem's message.
-			writeJSON(w, fail, map[string]any{"message": "injected failure", "error": map[string]any{
+			WriteJSON(w, fail, map[string]any{"message": "injected failure", "error": map[string]any{
 				"type": "request_error", "code": "injected", "detail": "injected failure", "message": "injected failure"}})
 		default:
 			next.ServeHTTP(w, r)
@@ -154,11 +139,26 @@ func (s *Server) SetProduct(id string, p Product) {
 	s.products[id] = p
 }
 
+// Product returns the product or price id.
+func (s *Server) Product(id string) (Product, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.products[id]
+	return p, ok
+}
+
 // AddEvent appends an event (the provider's JSON) to provider's event list.
 func (s *Server) AddEvent(provider string, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events[provider] = append(s.events[provider], json.RawMessage(body))
+}
+
+// Events returns provider's event list, oldest first.
+func (s *Server) Events(provider string) []json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events[provider])
 }
 
 // Calls returns the recorded create calls.
@@ -176,8 +176,20 @@ func (s *Server) Created(provider string) int {
 	return s.created[provider]
 }
 
-// injected pops the next scripted failure of provider, if any. s.mu held.
-func (s *Server) injected(provider string) int {
+// Create counts one more thing really created under what (a provider's
+// checkouts, or another count a fake keeps) and returns the count.
+func (s *Server) Create(what string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.created[what]++
+	return s.created[what]
+}
+
+// Injected pops the next scripted failure of provider's create calls, if
+// any (0: none).
+func (s *Server) Injected(provider string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	f := s.fail[provider]
 	if len(f) == 0 {
 		return 0
@@ -186,17 +198,28 @@ func (s *Server) injected(provider string) int {
 	return f[0]
 }
 
-func (s *Server) record(c Call) {
+// Record records c.
+func (s *Server) Record(c Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.calls = append(s.calls, c)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers status with v as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func parseInt(s string) int64 {
+// ReadBody is r's body, up to 1 MiB.
+func ReadBody(r *http.Request) []byte {
+	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	return b
+}
+
+// ParseInt is s as an int64, or -1.
+func ParseInt(s string) int64 {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return -1
