@@ -54,11 +54,17 @@ var (
 	ready    bool
 )
 
+// A test binary started as a run's keeper (shared.go) is that and nothing
+// else: it keeps the cluster from init, before any TestMain does work of
+// its own (cmd/billing's builds the binary).
+func init() {
+	if dir := os.Getenv(keeperEnv); dir != "" {
+		os.Exit(keep(dir))
+	}
+}
+
 // Main runs the package's tests against a real PostgreSQL and exits.
 func Main(m *testing.M) {
-	if dir := os.Getenv(keeperEnv); dir != "" {
-		os.Exit(keep(dir)) // this binary is a run's keeper (shared.go)
-	}
 	os.Exit(run(m))
 }
 
