@@ -6,6 +6,8 @@
 // file BILLING_TEST_SKIPS names (when set): `go test ./...` shows nothing of
 // a passing package, so scripts/test, which sets it, prints after the run
 // which tests did not run and how to install what they need.
+//
+// Part of the test kit (one package per kind of part; docs/testing.md).
 package proctest
 
 import (

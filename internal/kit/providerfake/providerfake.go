@@ -9,6 +9,8 @@
 // Unlike stripe-mock it keeps state: a Stripe Idempotency-Key seen before
 // returns the session it created, as Stripe does, so a test can count the
 // sessions really opened.
+//
+// Part of the test kit (one package per kind of part; docs/testing.md).
 package providerfake
 
 import (

@@ -22,6 +22,8 @@
 //
 // Set BILLING_TEST_DATABASE_URL to use an existing server instead (its role
 // needs CREATEDB); each binary then builds a template of its own on it.
+//
+// Part of the test kit (one package per kind of part; docs/testing.md).
 package testdb
 
 import (
