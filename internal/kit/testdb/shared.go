@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,7 +166,10 @@ func joinRun(prepare func(port int) error) (release func(), err error) {
 	}
 	defer start.Close() // drops the lock
 	st, err := readState(dir)
-	if err != nil || !processAlive(st.Keeper) {
+	if err != nil || !isKeeper(st.Keeper, dir) || !listening(st.Port) {
+		if err == nil && isKeeper(st.Keeper, dir) {
+			_ = syscall.Kill(st.Keeper, syscall.SIGKILL) // up, its cluster not: its watchdog cleans up
+		}
 		if st, err = startKeeper(dir, o, deadline); err != nil {
 			return nil, err
 		}
@@ -192,8 +197,21 @@ func readState(dir string) (clusterState, error) {
 	return st, err
 }
 
-func processAlive(pid int) bool {
-	return pid > 0 && syscall.Kill(pid, 0) == nil
+// isKeeper tells whether pid is the live keeper of dir (not a process
+// that reused a dead keeper's pid).
+func isKeeper(pid int, dir string) bool {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	return pid > 0 && err == nil && slices.Contains(strings.Split(string(env), "\x00"), keeperEnv+"="+dir)
+}
+
+// listening tells a live cluster from a keeper's pid reused by another
+// process.
+func listening(port int) bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
 }
 
 // startKeeper starts the keeper of dir and waits for its cluster; the
