@@ -171,6 +171,7 @@ func joinRun(prepare func(port int) error) (release func(), err error) {
 			_ = syscall.Kill(st.Keeper, syscall.SIGKILL) // up, its cluster not: its watchdog cleans up
 		}
 		if st, err = startKeeper(dir, o, deadline); err != nil {
+			_ = os.RemoveAll(dir) // holding start.lock: leave no litter
 			return nil, err
 		}
 	}
