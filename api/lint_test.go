@@ -19,6 +19,7 @@ const RedoclyVersion = "2.77.0"
 // ignored. The test is skipped without the tool except under CI.
 func TestDocumentPassesTheLinter(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "runs the Redocly linter, about 30 s")
 	redocly := proctest.RequireTool(t, "npm install -g @redocly/cli@"+RedoclyVersion, "redocly")
 	cmd := exec.Command(redocly, "lint", "--config", "redocly.yaml", "--format", "json", "openapi.yaml")
 	cmd.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true")

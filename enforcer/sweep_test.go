@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 )
 
 // TestSweepThreeClientsAndTenManualSweeps: 500 Marquees, three River
@@ -144,9 +145,7 @@ func TestSweepPagesAndDeduplicates(t *testing.T) {
 // about scale, not races: under -race it sweeps 20,000 (20 batches), and
 // .ci/run runs it again without -race at its full size.
 func TestSweepHundredThousand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("100,000 Marquees: run without -short")
-	}
+	proctest.Slow(t, "sweeps 100,000 Marquees")
 	t.Parallel()
 	now := time.Date(2024, 3, 10, 12, 0, 0, 0, utc)
 	e := newEnv(t, 6, utc, now)

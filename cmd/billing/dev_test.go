@@ -81,7 +81,7 @@ func requireDevDatabaseURL(t *testing.T, banner, dir string) string {
 		"ledger verify": "ledger clean", "payments list": "1 payment\n", "debts list": "0 open debts",
 	} {
 		sh := exec.Command("bash", "-c", "export BILLING_DATABASE_URL="+export+"; \"$BILLING\" "+cmd)
-		sh.Env = append(os.Environ(), "BILLING="+binPath, "BILLING_DATABASE_URL=")
+		sh.Env = append(os.Environ(), "BILLING="+billingBin(t), "BILLING_DATABASE_URL=")
 		out, err := sh.CombinedOutput()
 		require.NoError(t, err, "%s:\n%s", cmd, out)
 		require.Contains(t, string(out), want, cmd)

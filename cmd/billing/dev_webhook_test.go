@@ -113,7 +113,7 @@ func startWebhookDev(t *testing.T) *webhookDev {
 
 // send runs `billing dev send-webhook args... --dir <dev's>`.
 func (d *webhookDev) send(args ...string) (string, error) {
-	cmd := exec.Command(binPath, append([]string{"dev", "send-webhook"}, append(args, "--dir", d.dir)...)...)
+	cmd := exec.Command(billingBin(d.t), append([]string{"dev", "send-webhook"}, append(args, "--dir", d.dir)...)...)
 	cmd.Env = append(os.Environ(), noWebhookSecrets...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

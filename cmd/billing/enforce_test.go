@@ -55,7 +55,7 @@ func TestEnforceOnce(t *testing.T) {
 	require.Equal(t, 3, n)
 
 	for _, args := range [][]string{{"enforce"}, {"enforce", "--once", "--at", "yesterday"}} {
-		cmd := exec.Command(binPath, args...)
+		cmd := exec.Command(billingBin(t), args...)
 		cmd.Env = append(cmd.Environ(), env...)
 		b, err := cmd.CombinedOutput()
 		require.Error(t, err, "%v", args)

@@ -65,7 +65,7 @@ func TestLedgerVerify(t *testing.T) {
 // the one JSON object it printed on stdout.
 func verifyJSON(t *testing.T, env []string, code int, args ...string) map[string]any {
 	t.Helper()
-	cmd := exec.Command(binPath, append([]string{"ledger", "verify", "--json"}, args...)...)
+	cmd := exec.Command(billingBin(t), append([]string{"ledger", "verify", "--json"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/dev/procs"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 )
 
@@ -24,6 +26,11 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		testdb.Main(m) // no binary: billingBin skips the tests that run it
+		return
+	}
 	dir, err := os.MkdirTemp("", "billing-bin-")
 	if err != nil {
 		panic(err)
@@ -43,6 +50,14 @@ func TestMain(m *testing.M) {
 	testdb.Main(m)
 }
 
+// billingBin is the billing binary; under -short, which does not build it,
+// it skips the test.
+func billingBin(t testing.TB) string {
+	t.Helper()
+	proctest.Slow(t, "runs the billing binary")
+	return binPath
+}
+
 // proc is a billing process under test (internal/dev/procs), its output kept.
 type proc struct {
 	*procs.Proc
@@ -54,7 +69,7 @@ type proc struct {
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	out := &procs.TailBuffer{}
-	p := &proc{Proc: procs.New(strings.Join(args, " "), binPath, env, out, args...), out: out}
+	p := &proc{Proc: procs.New(strings.Join(args, " "), billingBin(t), env, out, args...), out: out}
 	require.NoError(t, p.Start())
 	t.Cleanup(func() {
 		p.Kill()
@@ -73,7 +88,7 @@ func (p *proc) stop(t *testing.T, sig os.Signal, d time.Duration) {
 
 func runBilling(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
+	cmd := exec.Command(billingBin(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "billing %s:\n%s", strings.Join(args, " "), out)
@@ -84,7 +99,7 @@ func runBilling(t *testing.T, env []string, args ...string) string {
 // status and output.
 func runBillingExit(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
+	cmd := exec.Command(billingBin(t), args...)
 	cmd.Env = append(cmd.Environ(), env...)
 	raw, err := cmd.CombinedOutput()
 	var exit *exec.ExitError

@@ -270,6 +270,7 @@ func replayOldAdjustments(t *testing.T, env []string, player, long string, store
 // audit is clean.
 func TestOperatorsRacingAnOrdersFulfilment(t *testing.T) {
 	t.Parallel()
+	bin := billingBin(t)
 	const n = 8
 	ctx := context.Background()
 	dbURL, pool := newDB(t)
@@ -293,7 +294,7 @@ func TestOperatorsRacingAnOrdersFulfilment(t *testing.T) {
 	start := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
-			cmd := exec.Command(binPath, commands[i%len(commands)]...)
+			cmd := exec.Command(bin, commands[i%len(commands)]...)
 			cmd.Env = append(os.Environ(), "BILLING_DATABASE_URL="+dbURL)
 			<-start
 			outs[i], cmdErrs[i] = cmd.CombinedOutput()

@@ -35,7 +35,7 @@ func TestPlayersCreate(t *testing.T) {
 		`SELECT count(*) FROM api_keys WHERE key_hash = $1`, players.HashKey(got.APIKey)).Scan(&stored))
 	require.Equal(t, 1, stored, "only the hash is stored")
 
-	cmd := exec.Command(binPath, "players", "create")
+	cmd := exec.Command(billingBin(t), "players", "create")
 	cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+dbURL)
 	raw, err := cmd.CombinedOutput()
 	require.Error(t, err)

@@ -98,7 +98,7 @@ func requireMigrate(t *testing.T, env []string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(binPath, "migrate")
+			cmd := exec.Command(billingBin(t), "migrate")
 			cmd.Env = append(cmd.Environ(), "BILLING_DATABASE_URL="+concurrentURL)
 			outs[i], errs[i] = cmd.CombinedOutput()
 		}()
@@ -136,7 +136,7 @@ func TestConfigErrorsAreOneLine(t *testing.T) {
 		"http_addr":         {"BILLING_DATABASE_URL=postgres://h/db", "BILLING_HTTP_ADDR=nope"},
 	}
 	for key, env := range cases {
-		cmd := exec.Command(binPath, "web")
+		cmd := exec.Command(billingBin(t), "web")
 		cmd.Env = append(cmd.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		require.Error(t, err, key)

@@ -32,6 +32,7 @@ const prometheusBin = "/usr/bin/prometheus"
 // its unit tests (alerts_test.yml: every alert's firing and quiet cases).
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "runs promtool")
 	promtool := proctest.RequireTool(t, "apt-get install -y prometheus", "promtool")
 	dir := "../../deploy/prometheus"
 	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
@@ -68,6 +69,7 @@ func TestAlertRunbooks(t *testing.T) {
 // system.
 func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "runs Prometheus and two billing processes")
 	proctest.RequireTool(t, "apt-get install -y prometheus", prometheusBin)
 	const secret = "whsec_prometheus_e2e"
 	dbURL := testdb.NewURL(t)

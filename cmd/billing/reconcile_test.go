@@ -59,7 +59,7 @@ func TestReconcileCommand(t *testing.T) {
 	again := summary()
 	require.Equal(t, [3]int{1, 1, 0}, [3]int{again.Seen, again.AlreadyClaimed, again.Recovered})
 
-	cmd := exec.Command(binPath, "reconcile", "--provider", "creem")
+	cmd := exec.Command(billingBin(t), "reconcile", "--provider", "creem")
 	cmd.Env = append(cmd.Environ(), env...)
 	raw, err := cmd.CombinedOutput()
 	require.Error(t, err)

@@ -30,7 +30,7 @@ import (
 // stderr), requiring success.
 func billingStdout(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
+	cmd := exec.Command(billingBin(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 	"github.com/fibe-dev/billing/lab/e2e"
 )
 
@@ -19,9 +20,7 @@ import (
 // crash and a PostgreSQL restart, at a size CI finishes in a few minutes.
 // `billing chaos` runs the same code at any size by hand.
 func TestChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos suite: multi-process, takes minutes")
-	}
+	proctest.Slow(t, "chaos suite: multi-process, takes minutes")
 	rep := runChaos(t, e2e.Options{Players: 4, Duration: 40 * time.Second, Settle: 90 * time.Second,
 		WorkerKillEvery: 2 * time.Second})
 	require.GreaterOrEqual(t, rep.WorkerKills, 5)

@@ -21,9 +21,7 @@ import (
 // standby. `billing chaos --failover` runs the same code by hand.
 func TestChaosFailover(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("chaos suite: multi-process, takes minutes")
-	}
+	proctest.Slow(t, "chaos suite: multi-process, takes minutes")
 	proctest.RequireTool(t, formation.Install, "pg_autoctl")
 	rep := runChaos(t, e2e.Options{Players: 4, Duration: 5 * time.Minute, Settle: 90 * time.Second, Failover: true})
 	require.NotNil(t, rep.Failover)

@@ -25,6 +25,7 @@ import (
 
 func start(t *testing.T) *formation.Formation {
 	t.Helper()
+	proctest.Slow(t, "starts a pg_auto_failover formation")
 	proctest.RequireTool(t, formation.Install, "pg_autoctl")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -179,6 +180,7 @@ const cleanupDeadline = 3 * time.Minute
 // cleanupDeadline) and its directory is removed.
 func TestFormationDiesWithItsStarter(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "starts a pg_auto_failover formation")
 	proctest.RequireTool(t, formation.Install, "pg_autoctl")
 	dir := filepath.Join(t.TempDir(), "formation")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStartFormation$", "-test.v")

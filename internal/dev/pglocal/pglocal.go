@@ -54,6 +54,8 @@ type Options struct {
 	Database string
 	// Fast trades durability for speed (fsync off): for throwaway test clusters.
 	Fast bool
+	// MaxConnections is the server's max_connections; 0 is 400.
+	MaxConnections int
 	// Log receives PostgreSQL's output; nil discards it.
 	Log io.Writer
 	// Ephemeral marks Dir as scratch: should this process die without
@@ -218,7 +220,10 @@ func start(opts Options, binaries string, version embeddedpostgres.PostgresVersi
 			return nil, err
 		}
 	}
-	params := map[string]string{"unix_socket_directories": "", "max_connections": "400"}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = 400
+	}
+	params := map[string]string{"unix_socket_directories": "", "max_connections": strconv.Itoa(opts.MaxConnections)}
 	if opts.Fast {
 		params["fsync"] = "off"
 		params["synchronous_commit"] = "off"

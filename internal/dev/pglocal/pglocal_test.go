@@ -19,12 +19,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/dev/pglocal"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 )
 
 // TestRestartReusesData proves the dev cluster keeps its data across starts
 // and leaves no process behind.
 func TestRestartReusesData(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "starts clusters of its own")
 	dir := t.TempDir()
 	ctx := context.Background()
 
@@ -55,6 +57,7 @@ func TestRestartReusesData(t *testing.T) {
 // that a pool reconnects by itself afterwards.
 func TestRestartCutsConnections(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "starts clusters of its own")
 	ctx := context.Background()
 	srv, err := pglocal.Start(pglocal.Options{Dir: t.TempDir(), Fast: true})
 	require.NoError(t, err)
@@ -80,6 +83,7 @@ func TestRestartCutsConnections(t *testing.T) {
 // Within seconds the postmaster is gone and the directory removed.
 func TestClusterDiesWithItsStarter(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "starts clusters of its own")
 	for _, end := range []string{"sigkill", "panic", "interrupt", "sigterm"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
@@ -124,6 +128,7 @@ func TestClusterDiesWithItsStarter(t *testing.T) {
 // serving (a failed start once ran pg_ctl stop on the other's data).
 func TestSecondStartTouchesNothing(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "starts clusters of its own")
 	ctx := context.Background()
 	dir := t.TempDir()
 	srv, err := pglocal.Start(pglocal.Options{Dir: dir, Fast: true})
@@ -146,6 +151,7 @@ func TestSecondStartTouchesNothing(t *testing.T) {
 // postmaster, then starts on the same data.
 func TestStartAfterAKilledStarter(t *testing.T) {
 	t.Parallel()
+	proctest.Slow(t, "starts clusters of its own")
 	dir := filepath.Join(t.TempDir(), "cluster")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStartCluster$", "-test.v")
 	cmd.Env = append(os.Environ(), "PGLOCAL_HELPER_DIR="+dir, "PGLOCAL_HELPER_END=sigkill", "PGLOCAL_HELPER_KEEP=1")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/domain/players"
@@ -19,7 +18,7 @@ import (
 )
 
 // keysState is every key row, to prove that a refused call changed nothing.
-func keysState(t *testing.T, pool *pgxpool.Pool) []string {
+func keysState(t *testing.T, pool players.DB) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT concat_ws('|', id, player_id, encode(key_hash, 'hex'), hint, created_at,
 		expires_at, revoked_at, revoke_reason, rotated_from) FROM api_keys ORDER BY id`)
@@ -34,14 +33,14 @@ func keysState(t *testing.T, pool *pgxpool.Pool) []string {
 	return out
 }
 
-func requireWorks(t *testing.T, pool *pgxpool.Pool, key string, player int64) {
+func requireWorks(t *testing.T, pool players.DB, key string, player int64) {
 	t.Helper()
 	id, err := players.Authenticate(context.Background(), pool, key)
 	require.NoError(t, err)
 	require.Equal(t, player, id)
 }
 
-func requireRefused(t *testing.T, pool *pgxpool.Pool, key string) {
+func requireRefused(t *testing.T, pool players.DB, key string) {
 	t.Helper()
 	_, err := players.Authenticate(context.Background(), pool, key)
 	require.ErrorIs(t, err, players.ErrUnauthorized)
@@ -55,7 +54,7 @@ func requireRefused(t *testing.T, pool *pgxpool.Pool, key string) {
 func TestKeysCreateListRevoke(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t)
+	pool := testdb.Tx(t)
 	ada, first, err := players.Create(ctx, pool, "ada")
 	require.NoError(t, err)
 	bob, _, err := players.Create(ctx, pool, "bob")
@@ -259,7 +258,7 @@ func race(n int, f func(i int)) {
 func TestAuthenticateIsOneIndexLookup(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t)
+	pool := testdb.Tx(t) // ANALYZE and EXPLAIN see the transaction's own rows
 	_, key, err := players.Create(ctx, pool, "ada")
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO players (name) SELECT 'bulk-' || i FROM generate_series(1, 5000) i`)

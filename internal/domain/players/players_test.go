@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 func TestCreateAndAuthenticate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t)
+	pool := testdb.Tx(t)
 
 	p, key, err := players.Create(ctx, pool, "ada")
 	require.NoError(t, err)
@@ -34,7 +34,7 @@ func TestCreateAndAuthenticate(t *testing.T) {
 		_, err := players.Authenticate(ctx, pool, bad)
 		require.ErrorIs(t, err, players.ErrUnauthorized, bad)
 	}
-	_, err = pool.Exec(ctx, "UPDATE api_keys SET revoked_at = now()")
+	_, err = pool.Exec(ctx, "UPDATE api_keys SET revoked_at = now() WHERE player_id = $1", p.ID)
 	require.NoError(t, err)
 	_, err = players.Authenticate(ctx, pool, key)
 	require.ErrorIs(t, err, players.ErrUnauthorized)

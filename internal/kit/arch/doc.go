@@ -4,4 +4,7 @@
 // behavioural test can see (read from the source). A rule broken here is a
 // design decision undone; the decision records in docs/decisions say why
 // each rule exists.
+//
+// Part of the test kit (one package per kind of part; docs/testing.md):
+// a new layering rule goes here, not into the package it constrains.
 package arch

@@ -1,10 +1,13 @@
-// Package proctest holds what tests that run external programs share:
-// finding the program, and skipping (or, under CI, failing) without it.
+// Package proctest holds what slow tests share: finding an external
+// program, skipping (or, under CI, failing) without it, and leaving the
+// slow tests out of the inner loop (`go test -short`, see Slow and Size).
 //
 // A skip for a missing tool is also recorded, one line per test, in the
 // file BILLING_TEST_SKIPS names (when set): `go test ./...` shows nothing of
 // a passing package, so scripts/test, which sets it, prints after the run
 // which tests did not run and how to install what they need.
+//
+// Part of the test kit (one package per kind of part; docs/testing.md).
 package proctest
 
 import (
@@ -79,4 +82,27 @@ func recordSkip(tool, install, test string) error {
 		err = cerr
 	}
 	return err
+}
+
+// Slow skips t under `go test -short`, the inner loop, saying why: a test
+// that builds or runs the billing binary, drives a browser, Prometheus or
+// a failover formation, or runs a long model. scripts/test, the README's
+// command, runs without -short, so each such test still runs there and in
+// CI. Every test the inner loop leaves out says so through Slow, so
+// `grep -rn proctest.Slow` lists them.
+func Slow(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s (runs in scripts/test)", why)
+	}
+}
+
+// Size is small under `go test -short` and full otherwise: for a model or
+// simulation that proves the same property at any size, so the inner loop
+// runs it small rather than not at all.
+func Size(small, full int) int {
+	if testing.Short() {
+		return small
+	}
+	return full
 }

@@ -5,6 +5,10 @@
 // stripe-mock is a separate binary (`go install
 // github.com/stripe/stripe-mock@v0.203.0`). Without it a test is skipped,
 // except under CI (CI set), where its absence fails the test.
+//
+// Part of the test kit (one package per kind of part; docs/testing.md):
+// stripemock checks billing's Stripe requests against Stripe's own API
+// description; providerfake, which keeps state, counts what was created.
 package stripemock
 
 import (

@@ -1,41 +1,69 @@
-// Package testdb gives every test its own freshly migrated PostgreSQL
-// database on a real server.
+// Package testdb gives tests a migrated PostgreSQL database on a real
+// server: by default a transaction rolled back when the test ends (Tx), or,
+// for a test that must commit, a database of its own (New).
 //
-// A package's TestMain calls Main. It starts one throwaway cluster from the
-// machine's PostgreSQL binaries (see internal/dev/pglocal; as root it runs as the
-// postgres user), migrates a template database once, and stops the cluster
-// when the tests end. A test binary that dies instead (a -timeout panic,
-// SIGINT, SIGKILL) takes its cluster and its directory with it: pglocal's
-// watchdog notices and stops them within a second. New then clones the template per test in a few tens of
-// milliseconds. Set BILLING_TEST_DATABASE_URL to use an existing server
-// instead (its role needs CREATEDB).
+// A package's TestMain calls Main. The test binaries of one `go test` run
+// share one throwaway cluster started from the machine's PostgreSQL
+// binaries (see internal/dev/pglocal; as root it runs as the postgres
+// user): the first binary to need it starts it, with the run's migrated
+// template database, and it stops within a second of the run's end, or of
+// its last binary's, whether the binaries ended or died (shared.go says
+// how). Each binary's database names carry its pid and a random part, so
+// binaries running at once never collide.
+//
+// Choose the fixture by what the test must do:
+//
+//   - Tx: reads and writes in one transaction (most domain tests). Nothing
+//     commits; every test sees only its own rows.
+//   - New (NewURL, NewPool): a database cloned from the template, for a
+//     test that commits: River workers, races between sessions, durable
+//     commits, a process under test. A clone costs about 0.1 s.
+//   - EmptyURL: an unmigrated database, for migration tests.
+//
+// Set BILLING_TEST_DATABASE_URL to use an existing server instead (its role
+// needs CREATEDB); each binary then builds a template of its own on it.
+//
+// Part of the test kit (one package per kind of part; docs/testing.md).
 package testdb
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fibe-dev/billing/internal/dev/pglocal"
 	"github.com/fibe-dev/billing/migrations"
 )
 
 var (
-	adminURL string // a database on the server we may CREATE DATABASE from
+	admin    *pgxpool.Pool // on a database of the server we may CREATE DATABASE from
+	adminURL string
 	urlFor   func(string) string
-	template string     // migrated template database name
-	createMu sync.Mutex // CREATE DATABASE ... TEMPLATE conflicts when concurrent
+	template string // migrated template database name
+	strategy string // CREATE DATABASE's STRATEGY clause, "" before PostgreSQL 15
+	prefix   string // of this binary's database names: unique on a shared server
 	seq      atomic.Int64
 	ready    bool
 )
+
+// A test binary started as a run's keeper (shared.go) is that and nothing
+// else: it keeps the cluster from init, before any TestMain does work of
+// its own (cmd/billing's builds the binary).
+func init() {
+	if dir := os.Getenv(keeperEnv); dir != "" {
+		os.Exit(keep(dir))
+	}
+}
 
 // Main runs the package's tests against a real PostgreSQL and exits.
 func Main(m *testing.M) {
@@ -56,77 +84,105 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "testdb: stop:", err)
-	}
+	stop()
 	return code
 }
 
-func setup() (func() error, error) {
-	stop := func() error { return nil }
+func setup() (func(), error) {
+	prefix = fmt.Sprintf("billing_%d_%s", os.Getpid(), randomHex())
 	if ext := os.Getenv("BILLING_TEST_DATABASE_URL"); ext != "" {
-		adminURL = ext
-		cfg, err := pgx.ParseConfig(ext)
-		if err != nil {
-			return nil, fmt.Errorf("BILLING_TEST_DATABASE_URL: %w", err)
-		}
-		urlFor = func(db string) string {
-			c := cfg.Copy()
-			return fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", c.User, c.Password, c.Host, c.Port, db)
-		}
-	} else {
-		dir, err := os.MkdirTemp("", "billing-testdb-")
-		if err != nil {
-			return nil, err
-		}
-		srv, err := pglocal.Start(pglocal.Options{Dir: dir, Fast: true, Ephemeral: true})
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		adminURL, urlFor = srv.URL(), srv.DatabaseURL
-		stop = func() error {
-			err := srv.Stop()
-			os.RemoveAll(dir)
-			return err
-		}
+		return setupExternal(ext)
 	}
-	template = fmt.Sprintf("billing_tpl_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
-	if err := buildTemplate(); err != nil {
-		_ = stop()
-		return nil, err
+	var base string
+	leave, err := joinRun(func(port int) error {
+		base = fmt.Sprintf("postgres://billing:billing@127.0.0.1:%d/", port)
+		urlFor = func(db string) string { return base + db + "?sslmode=disable&synchronous_commit=off" }
+		return openAdmin(urlFor("billing"), runTemplate)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the run's cluster: %w", err)
 	}
 	ready = true
-	inner := stop
-	return func() error {
-		dropDatabase(template)
-		return inner()
+	return func() {
+		dropShared()
+		admin.Close()
+		leave()
 	}, nil
 }
 
-func buildTemplate() error {
+// runTemplate is the run cluster's template: built once, by the first
+// binary to join, under the run's start lock.
+const runTemplate = "billing_tpl"
+
+// setupExternal uses the server at url, with a template of this binary's
+// own: other runs may share that server.
+func setupExternal(url string) (func(), error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("BILLING_TEST_DATABASE_URL: %w", err)
+	}
+	urlFor = func(db string) string {
+		return fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable&synchronous_commit=off", cfg.User, cfg.Password, cfg.Host, cfg.Port, db)
+	}
+	adminURL = url
+	if err := openAdmin(url, prefix+"_tpl"); err != nil {
+		return nil, err
+	}
+	ready = true
+	return func() {
+		dropShared()
+		dropDatabase(template)
+		admin.Close()
+	}, nil
+}
+
+// openAdmin connects to url and makes sure the template tpl exists.
+func openAdmin(url, tpl string) error {
 	ctx := context.Background()
-	if err := adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s", pgx.Identifier{template}.Sanitize())); err != nil {
+	var err error
+	if admin == nil {
+		if admin, err = pgxpool.New(ctx, url); err != nil {
+			return err
+		}
+	}
+	adminURL, template = url, tpl
+	var version int
+	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("testdb: connect: %w", err)
+	}
+	if version >= 150000 {
+		// Measured on PostgreSQL 15: a clone by file copy takes half the
+		// time of the default WAL_LOG, and its drop a third.
+		strategy = " STRATEGY FILE_COPY"
+	}
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", tpl).Scan(&exists); err != nil || exists {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, urlFor(template))
+	return buildTemplate(ctx, tpl)
+}
+
+// buildTemplate migrates a database under another name and renames it, so
+// that a binary that dies halfway leaves no template half built.
+func buildTemplate(ctx context.Context, tpl string) error {
+	building := prefix + "_build"
+	if err := adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, urlFor(building))
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	if _, err := migrations.Migrate(ctx, pool, nil); err != nil {
+	_, err = migrations.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
 		return fmt.Errorf("migrate template: %w", err)
 	}
-	return nil
+	return adminExec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", pgx.Identifier{building}.Sanitize(), pgx.Identifier{tpl}.Sanitize()))
 }
 
 func adminExec(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("testdb: connect: %w", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	if _, err := admin.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("testdb: %s: %w", sql, err)
 	}
 	return nil
@@ -136,6 +192,27 @@ func dropDatabase(name string) {
 	_ = adminExec(context.Background(), fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{name}.Sanitize()))
 }
 
+func randomHex() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// clone creates database name from the template.
+func clone(ctx context.Context, name string) error {
+	sql := fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s%s", pgx.Identifier{name}.Sanitize(), pgx.Identifier{template}.Sanitize(), strategy)
+	for attempt := 0; ; attempt++ {
+		err := adminExec(ctx, sql)
+		// 55006: another session is connected to the template (a
+		// concurrent CREATE DATABASE of it, on old servers): try again.
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || attempt == 50 {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // NewURL creates a migrated database for t, dropped when t ends, and returns
 // its connection URL.
 func NewURL(t testing.TB) string {
@@ -143,12 +220,8 @@ func NewURL(t testing.TB) string {
 	if !ready {
 		t.Fatal("testdb: call testdb.Main(m) from the package's TestMain")
 	}
-	name := fmt.Sprintf("%s_%d", template, seq.Add(1))
-	createMu.Lock()
-	err := adminExec(context.Background(), fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{template}.Sanitize()))
-	createMu.Unlock()
-	if err != nil {
+	name := fmt.Sprintf("%s_%d", prefix, seq.Add(1))
+	if err := clone(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dropDatabase(name) })
@@ -197,7 +270,7 @@ func URLFor(name string) string { return urlFor(name) }
 // EmptyURL creates an empty (unmigrated) database, dropped when t ends.
 func EmptyURL(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("billing_empty_%d_%d", os.Getpid(), seq.Add(1))
+	name := fmt.Sprintf("%s_empty_%d", prefix, seq.Add(1))
 	if err := adminExec(context.Background(), "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}

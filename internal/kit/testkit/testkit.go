@@ -2,6 +2,13 @@
 // (internal/kit/testdb): a River client that works the test's jobs and stops
 // before its pool closes, a watcher of those jobs built on River's own
 // event subscription, an injectable clock, and the catalogue fixture.
+//
+// The kit's rule: a helper any package's tests use lives in internal/kit,
+// one package per kind of part (testdb a database, testkit River and
+// fixtures, proctest external programs and the inner loop, stripemock and
+// providerfake the providers' APIs, arch the layering rules); a helper that
+// knows one package's internals lives beside it as <package>test.
+// docs/testing.md says which to choose.
 package testkit
 
 import (

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/kit/proctest"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/provider/stripe"
@@ -196,7 +197,7 @@ func orderEvents(t *testing.T, orderID int64, tag string) []stripeEvent {
 func TestReversalPermutations(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const perms = 100
+	perms := proctest.Size(10, 100) // -short: 10 seeded orders
 	orders := e.permutations("stripe", perms, func(o *fulfillment.Order, tag string) []stripeEvent {
 		return orderEvents(t, o.ID, tag)
 	})
@@ -288,7 +289,7 @@ func paddleEvents(orderID int64, tag string) []stripeEvent {
 func TestPaddleChargebackReversedPermutations(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const perms = 40
+	perms := proctest.Size(8, 40) // -short: 8 seeded orders
 	orders := e.permutations("paddle", perms, func(o *fulfillment.Order, tag string) []stripeEvent {
 		return paddleEvents(o.ID, tag)
 	})

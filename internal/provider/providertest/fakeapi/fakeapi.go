@@ -6,6 +6,8 @@
 // the catalogue and the scripted event lists, and can fail or go down on
 // demand; what a request must look like and how the provider answers is
 // each fake's.
+//
+// Test support (docs/testing.md says which kind of part lives where).
 package fakeapi
 
 import (
