@@ -14,8 +14,8 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/players"
-	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/internal/kit/proctest"
+	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
 )
 
