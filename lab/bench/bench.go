@@ -1,4 +1,4 @@
-// Package bench holds the load generators behind `billing bench <name>` and
+// Package bench holds the load generators behind `billing-lab bench <name>` and
 // the side-by-side baselines (pgbench running equivalent raw SQL, River
 // working a no-op job) they are compared against in the same invocation.
 // Absolute numbers on a shared 2-core machine are noise; the ratios are not.
@@ -88,7 +88,7 @@ func (r *Report) Note(key string, v any) {
 	r.Notes[key] = v
 }
 
-// Benchmark is one `billing bench <name>`.
+// Benchmark is one `billing-lab bench <name>`.
 type Benchmark struct {
 	Name  string
 	Short string

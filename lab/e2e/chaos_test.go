@@ -18,7 +18,7 @@ import (
 
 // TestChaos runs the whole system as real processes under SIGKILLs, a web
 // crash and a PostgreSQL restart, at a size CI finishes in a few minutes.
-// `billing chaos` runs the same code at any size by hand.
+// `billing-lab chaos` runs the same code at any size by hand.
 func TestChaos(t *testing.T) {
 	proctest.Slow(t, "chaos suite: multi-process, takes minutes")
 	rep := runChaos(t, e2e.Options{Players: 4, Duration: 40 * time.Second, Settle: 90 * time.Second,

@@ -14,7 +14,7 @@ import (
 // TestCheckJobsJudgesWhatTheWorkloadCaused: after the workers are frozen,
 // a periodic sweep (or the fund_day it enqueued) that the schedule created
 // just before the freeze is churn, not work left undone, so an unchanged
-// build cannot fail on it (`billing chaos` did, once). Everything else
+// build cannot fail on it (`billing-lab chaos` did, once). Everything else
 // still fails the check: any job of the workload not finalized, a
 // post-load job left waiting longer than the churn window, and any job
 // running, retryable or discarded.

@@ -18,7 +18,7 @@ import (
 // primary killed, commits whose synchronous wait is cancelled. Every
 // acknowledged effect must be on the final primary exactly once, nothing
 // refused may have left one, and every lost node must be back as a
-// standby. `billing chaos --failover` runs the same code by hand.
+// standby. `billing-lab chaos --failover` runs the same code by hand.
 func TestChaosFailover(t *testing.T) {
 	t.Parallel()
 	proctest.Slow(t, "chaos suite: multi-process, takes minutes")

@@ -7,7 +7,7 @@
 // that drops responses after the server committed), kills workers with
 // SIGKILL, kills a web process, restarts PostgreSQL, and finally checks the
 // database against a model of what was sent and acknowledged. The same code
-// backs the e2e tests and `billing chaos`.
+// backs the e2e tests and `billing-lab chaos`.
 package e2e
 
 import (

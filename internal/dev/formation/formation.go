@@ -1,7 +1,7 @@
 // Package formation runs a pg_auto_failover formation on one machine: a
 // monitor and three PostgreSQL data nodes, a primary and two synchronous
-// standbys (number_sync_standbys = 1), for the failover tests, `billing
-// chaos --failover`, `billing bench ha` and `billing dev --ha`.
+// standbys (number_sync_standbys = 1), for the failover tests, `billing-lab
+// chaos --failover`, `billing-lab bench ha` and `billing dev --ha`.
 //
 // Each node (its pg_autoctl keeper, PostgreSQL and PostgreSQL's server
 // processes) runs in a process group of its own, so a test can lose the

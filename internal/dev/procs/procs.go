@@ -1,5 +1,5 @@
 // Package procs supervises child processes for the end-to-end harness
-// (`billing chaos` and the e2e tests), the multi-process benchmarks and
+// (`billing-lab chaos` and the e2e tests), the multi-process benchmarks and
 // the command's process tests: one way to start a process, signal it,
 // wait for it with a bound, find a free loopback port for it and wait for
 // its /healthz.
