@@ -228,12 +228,28 @@ func TestCommitTimeoutWhileWaiting(t *testing.T) {
 	t.Parallel()
 	pool := durabletest.StrandedPool(t)
 	notes(t, pool)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	tx, err := pool.Begin(context.Background())
+	require.NoError(t, err)
+	_, err = tx.Exec(context.Background(), `INSERT INTO durable_notes VALUES (5)`)
+	require.NoError(t, err)
+	var pid int32
+	require.NoError(t, tx.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid))
+	// The caller's deadline ends while the commit waits for the standby:
+	// the test ends it once the server says the commit is waiting there,
+	// not after a guessed time.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `INSERT INTO durable_notes VALUES (5)`)
-	require.NoError(t, err)
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var waiting bool
+			err := pool.QueryRow(context.Background(),
+				`SELECT coalesce(wait_event = 'SyncRep', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
+			if err == nil && waiting {
+				return
+			}
+		}
+	}()
 	err = durable.Commit(ctx, tx)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, durable.ErrNotDurable, "nothing cancelled the wait: the commit's outcome is unknown")
