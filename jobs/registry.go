@@ -11,6 +11,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/playground"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/payments/reconcile"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/web/idempotency"
@@ -41,6 +42,9 @@ type Deps struct {
 	// ReconcileTimeout bounds one run (0: reconcile.DefaultTimeout).
 	ReconcileSchedule river.PeriodicSchedule
 	ReconcileTimeout  time.Duration
+	// Events configures the outgoing events' delivery worker (timeout,
+	// schedule); its Pool, Now and Logger are these Deps'.
+	Events events.WorkerOptions
 }
 
 // Registry builds the worker bundle and the periodic jobs of the worker
@@ -66,6 +70,13 @@ func Registry(deps Deps) (*river.Workers, []*river.PeriodicJob) {
 		reconcile.Register(workers, reconcile.WorkerOptions{Pool: deps.Pool,
 			Listers: provider.Select[reconcile.Lister](deps.Providers), Schedule: deps.ReconcileSchedule,
 			RunTimeout: deps.ReconcileTimeout, Now: deps.Now, Logger: deps.Logger}),
+		events.Register(workers, withDeps(deps.Events, deps)),
 	)
 	return workers, periodic
+}
+
+// withDeps gives the delivery worker the program's pool, clock and logger.
+func withDeps(o events.WorkerOptions, deps Deps) events.WorkerOptions {
+	o.Pool, o.Now, o.Logger = deps.Pool, deps.Now, deps.Logger
+	return o
 }
