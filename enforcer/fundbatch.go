@@ -60,6 +60,7 @@ type planned struct {
 type lockedMarquee struct {
 	playerID    int64
 	price       int64
+	plan        string
 	running     bool
 	paidThrough *time.Time
 }
@@ -127,6 +128,9 @@ func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
 	if err := recordFunding(ctx, tx, plans, now); err != nil {
 		return err
 	}
+	if err := emitFunding(ctx, tx, plans, now); err != nil {
+		return err
+	}
 	if err := s.completeJobs(ctx, tx, plans); err != nil {
 		return err
 	}
@@ -152,7 +156,7 @@ func lockMarquees(ctx context.Context, pool *pgxpool.Pool, plans []*planned) (pg
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(`SELECT id, player_id, daily_price, desired_state = 'running', paid_through
+	b.Queue(`SELECT id, player_id, daily_price, plan, desired_state = 'running', paid_through
 		FROM marquees WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	br := pool.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -183,7 +187,7 @@ func readLocked(br pgx.BatchResults) (map[int64]*lockedMarquee, error) {
 	found := map[int64]*lockedMarquee{}
 	var id int64
 	var m lockedMarquee
-	_, err = pgx.ForEachRow(rows, []any{&id, &m.playerID, &m.price, &m.running, &m.paidThrough}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &m.playerID, &m.price, &m.plan, &m.running, &m.paidThrough}, func() error {
 		cp := m
 		found[id] = &cp
 		return nil

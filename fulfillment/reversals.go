@@ -243,7 +243,8 @@ func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, k
 	}
 	lost := lostOf(facts, max(p.Amount, 0))
 	target := clawbackTarget(p, lost)
-	if err := r.step(ctx, tx, p, target, kind, reversalID); err != nil {
+	debt, err := r.step(ctx, tx, p, target, kind, reversalID)
+	if err != nil {
 		return evaluation{}, err
 	}
 	switch {
@@ -255,6 +256,9 @@ func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, k
 	if err != nil {
 		return evaluation{}, err
 	}
+	if err := emitDecisions(ctx, tx, o, p, events, debt); err != nil {
+		return evaluation{}, err
+	}
 	return evaluation{payment: p, events: events}, nil
 }
 
@@ -262,17 +266,23 @@ func (r *reverser) apply(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, k
 // far: a clawback when more went back, Mana given back when a dispute was
 // won (recovering first what a forgiveness wrote off of p's debt). Each
 // step's keys are derived from the payment, the provider's reversal id and
-// the step number, taken under the payment's lock.
-func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64, kind, reversalID string) error {
+// the step number, taken under the payment's lock. It returns the Mana a
+// clawback recorded as debt.
+func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64, kind, reversalID string) (int64, error) {
 	delta := target - p.ClawedBackMana
 	if delta == 0 {
-		return nil
+		return 0, nil
 	}
 	key := wallet.ReversalKey(p.ID, p.steps+1, reversalID)
 	ref := fmt.Sprintf("%s %s %s of payment %s", p.Provider, kind, reversalID, p.PaymentID)
 	var err error
+	var debt int64
 	if delta > 0 {
-		_, err = r.wallet.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: p.PlayerID, Mana: delta, Key: key, Reference: ref})
+		var c *wallet.Clawback
+		c, err = r.wallet.ClawbackTx(ctx, tx, wallet.ClawbackParams{PlayerID: p.PlayerID, Mana: delta, Key: key, Reference: ref})
+		if c != nil {
+			debt = c.Debt
+		}
 		clawbacks.WithLabelValues(p.Provider, kind).Inc()
 	} else {
 		// A write-off of the debt this payment's clawbacks opened is
@@ -281,15 +291,15 @@ func (r *reverser) step(ctx context.Context, tx pgx.Tx, p *Payment, target int64
 			Reference: ref, Clawbacks: wallet.ReversalPrefix(p.ID)})
 	}
 	if err != nil {
-		return fmt.Errorf("fulfillment: claw back payment %d: %w", p.ID, err)
+		return 0, fmt.Errorf("fulfillment: claw back payment %d: %w", p.ID, err)
 	}
 	_, err = tx.Exec(ctx, `UPDATE payments SET clawed_back_mana = $2, reversal_steps = reversal_steps + 1,
 		updated_at = now() WHERE id = $1`, p.ID, target)
 	if err != nil {
-		return fmt.Errorf("fulfillment: update payment %d: %w", p.ID, err)
+		return 0, fmt.Errorf("fulfillment: update payment %d: %w", p.ID, err)
 	}
 	p.ClawedBackMana, p.steps = target, p.steps+1
-	return nil
+	return debt, nil
 }
 
 func updateOrderMoney(ctx context.Context, tx pgx.Tx, o *Order, l lostMoney, clawed int64, now time.Time) error {

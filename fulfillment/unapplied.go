@@ -26,6 +26,9 @@ func (w *Worker) unapplied(ctx context.Context, tx pgx.Tx, job *river.Job[Fulfil
 	if err := recordPayment(ctx, tx, p, a.refs()); err != nil {
 		return verdict{}, err
 	}
+	if err := emitUnapplied(ctx, tx, p); err != nil {
+		return verdict{}, err
+	}
 	// Its refunds and disputes are decided too, though they claw nothing
 	// back: the payment minted nothing.
 	ev, err := w.reverse.apply(ctx, tx, o, p, ReversalRefund, "before-payment")
@@ -87,7 +90,7 @@ func (w *Worker) refund(ctx context.Context, p *Payment) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("fulfillment: refund unapplied payment %d: %w", p.ID, err)
 	}
-	if err := markRefunded(ctx, w.pool, p.ID, id); err != nil {
+	if err := markRefundedAndEmit(ctx, w.pool, p, id); err != nil {
 		return "", err
 	}
 	w.logger.InfoContext(ctx, "unapplied payment refunded", "payment_id", p.PaymentID, "refund_id", id)
@@ -130,5 +133,5 @@ func refundedByProvider(ctx context.Context, tx pgx.Tx, p *Payment, facts []fact
 		return err
 	}
 	p.Status, p.RefundID = PaymentRefunded, id
-	return nil
+	return emitRefunded(ctx, tx, p)
 }

@@ -351,6 +351,9 @@ func (w *Worker) fulfil(ctx context.Context, tx pgx.Tx, job *river.Job[FulfillOr
 	if err != nil {
 		return verdict{}, err
 	}
+	if err := emitFulfilled(ctx, tx, o, p, t, settled); err != nil {
+		return verdict{}, err
+	}
 	return verdict{outcome: OutcomeFulfilled, commit: true, complete: true, ev: ev,
 		result: appliedTo("wallet_transaction", t.ID), logged: func() {
 			w.logger.InfoContext(ctx, "order fulfilled", "order_id", o.ID, "player_id", o.PlayerID, "mana", o.Mana,

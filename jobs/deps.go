@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -39,4 +40,7 @@ type Deps struct {
 	// ReconcileTimeout bounds one run (0: reconcile.DefaultTimeout).
 	ReconcileSchedule river.PeriodicSchedule
 	ReconcileTimeout  time.Duration
+	// Events configures the outgoing events' delivery worker (timeout,
+	// schedule); its Pool, Now and Logger are these Deps'.
+	Events events.WorkerOptions
 }

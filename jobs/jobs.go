@@ -23,6 +23,7 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/platform/telemetry"
 )
 
@@ -33,6 +34,7 @@ import (
 const (
 	QueueFunding     = enforcer.QueueFunding
 	QueueFulfillment = fulfillment.QueueFulfillment
+	QueueEvents      = events.QueueEvents
 	QueueDefault     = river.QueueDefault
 )
 
@@ -53,7 +55,10 @@ func Queues() map[string]river.QueueConfig {
 	return map[string]river.QueueConfig{
 		QueueFunding:     {MaxWorkers: 300, FetchCooldown: moneyCooldown},
 		QueueFulfillment: {MaxWorkers: 20, FetchCooldown: moneyCooldown},
-		QueueDefault:     {MaxWorkers: 20},
+		// Deliveries wait on receivers, never on the database: their own
+		// queue, so a slow endpoint holds no money job back.
+		QueueEvents:  {MaxWorkers: 50},
+		QueueDefault: {MaxWorkers: 20},
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/playground"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/web/idempotency"
 )
@@ -58,6 +59,7 @@ func TestEveryKindHasAWorkedQueue(t *testing.T) {
 	for _, args := range []river.JobArgs{
 		NoopArgs{}, enforcer.SweepArgs{}, enforcer.FundDayArgs{}, fulfillment.FulfillOrderArgs{},
 		idempotency.ReapArgs{}, playground.CreateArgs{}, playground.RestartArgs{}, playground.SyncArgs{},
+		events.DeliverArgs{},
 	} {
 		queue := river.QueueDefault
 		if o, ok := args.(river.JobArgsWithInsertOpts); ok && o.InsertOpts().Queue != "" {

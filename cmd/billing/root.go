@@ -42,6 +42,8 @@ Configuration: flags > BILLING_* environment > billing.yaml (--config).`,
 		newWalletCmd(),
 		newExplainCmd(),
 		newWebhooksCmd(),
+		newEndpointsCmd(),
+		newEventsCmd(),
 	)
 	plainBoolUsage(root)
 	return root

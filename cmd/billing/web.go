@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/enforcer"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/platform/telemetry"
 	"github.com/fibe-dev/billing/internal/web/httpapi"
 	"github.com/fibe-dev/billing/jobs"
@@ -56,7 +57,8 @@ func runWeb(ctx context.Context, a *app, opts httpapi.Options, ln net.Listener, 
 		return err
 	}
 	registerStateCollector.Do(func() {
-		prometheus.MustRegister(jobs.NewStateCollector(a.pool), enforcer.NewUnfundedCollector(a.pool, nil), wallet.NewDebtCollector(a.pool))
+		prometheus.MustRegister(jobs.NewStateCollector(a.pool), enforcer.NewUnfundedCollector(a.pool, nil), wallet.NewDebtCollector(a.pool),
+			events.NewCollector(a.pool))
 	})
 	opts.River = client
 	srv, err := httpapi.New(opts)

@@ -9,6 +9,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/playground"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/payments/reconcile"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/web/idempotency"
@@ -39,6 +40,14 @@ func registry(deps jobs.Deps) (*river.Workers, []*river.PeriodicJob) {
 		reconcile.Register(workers, reconcile.WorkerOptions{Pool: deps.Pool,
 			Listers: provider.Select[reconcile.Lister](deps.Providers), Schedule: deps.ReconcileSchedule,
 			RunTimeout: deps.ReconcileTimeout, Now: deps.Now, Logger: deps.Logger}),
+		events.Register(workers, eventsOptions(deps)),
 	)
 	return workers, periodic
+}
+
+// eventsOptions gives the delivery worker the program's pool, clock and logger.
+func eventsOptions(deps jobs.Deps) events.WorkerOptions {
+	o := deps.Events
+	o.Pool, o.Now, o.Logger = deps.Pool, deps.Now, deps.Logger
+	return o
 }

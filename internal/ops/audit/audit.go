@@ -19,6 +19,7 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/platform/dbtx"
 	"github.com/fibe-dev/billing/internal/provider/drivers"
@@ -72,6 +73,7 @@ var domainChecks = []domainCheck{
 	{"payments", 7, 10, func(ctx context.Context, db dbtx.DB, _ Options) ([]string, error) {
 		return lines(fulfillment.AuditPayments(ctx, db, drivers.Facts()...))
 	}},
+	{"events", events.Invariant, events.Invariant, plain(events.Audit)},
 }
 
 // plain adapts a domain audit that needs no options.

@@ -51,7 +51,7 @@ func TestRunComposesEveryCheck(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, report.Clean())
 	require.False(t, report.Ledger.Clean(), "invariant 1")
-	require.Equal(t, []string{"funding", "fulfillment", "webhook", "payments"}, report.Checked)
+	require.Equal(t, []string{"funding", "fulfillment", "webhook", "payments", "events"}, report.Checked)
 	for _, want := range []string{"invariant 4 paid_through_backed", "invariant 5 fulfilled_without_its_credit",
 		"invariant 11 event_without_outcome", "invariant 9 debt_vs_receivable"} {
 		require.True(t, containsPrefix(report.Domain, want), "%s not in %q", want, report.Domain)

@@ -1,0 +1,156 @@
+package fulfillment
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fibe-dev/billing/internal/events"
+	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// The outgoing events of the payment path (package events), each written
+// in the transaction of its effect and keyed on that effect's own key.
+
+// UnappliedKey is the key of payment.unapplied: the payment's row, which
+// UNIQUE (provider, payment_id) makes once per payment (events.UnappliedKey).
+func UnappliedKey(paymentRowID int64) string { return events.UnappliedKey(paymentRowID) }
+
+// ReversalEventKey is the key of reversal.applied and reversal.refused:
+// the provider's event, which UNIQUE (provider, event_id) makes once.
+func ReversalEventKey(provider, eventID string) string {
+	return "reversal_event:" + provider + ":" + eventID
+}
+
+// debtSettledKey: a settlement is a leg of the credit that paid it.
+func debtSettledKey(creditKey string) string { return creditKey + ":debt_settlement" }
+
+func emitFulfilled(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, t *wallet.Transaction, settled int64) error {
+	key := wallet.FulfilmentKey(o.ID).String()
+	evs := []events.Event{{Type: events.OrderFulfilled, Key: key, PlayerID: o.PlayerID,
+		Data: events.OrderFulfilledData{OrderID: o.ID, SKU: o.SKU, Provider: p.Provider, PaymentID: p.PaymentID,
+			Amount: p.Amount, Currency: p.Currency, ManaCredited: o.Mana, WalletTransactionID: t.ID}}}
+	if settled > 0 {
+		left, err := wallet.OutstandingDebt(ctx, tx, o.PlayerID)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, events.Event{Type: events.DebtSettled, Key: debtSettledKey(key), PlayerID: o.PlayerID,
+			Data: debtSettledData{ManaSettled: settled, ManaOutstanding: left}})
+	}
+	_, err := events.EmitManyTx(ctx, tx, evs)
+	return err
+}
+
+// debtSettledData is debt.settled's data. Debts are kept per player, so
+// there is no debt_id to send.
+type debtSettledData struct {
+	ManaSettled     int64 `json:"mana_settled"`
+	ManaOutstanding int64 `json:"mana_outstanding"`
+}
+
+// debtOpenedData is debt.opened's data (no debt_id: debts are per player).
+type debtOpenedData struct {
+	OrderID         int64 `json:"order_id"`
+	ManaOpened      int64 `json:"mana_opened"`
+	ManaOutstanding int64 `json:"mana_outstanding"`
+}
+
+func emitUnapplied(ctx context.Context, tx pgx.Tx, p *Payment) error {
+	_, err := events.EmitTx(ctx, tx, events.Event{Type: events.PaymentUnapplied, Key: UnappliedKey(p.ID), PlayerID: p.PlayerID,
+		Data: events.PaymentUnappliedData{Provider: p.Provider, PaymentID: p.PaymentID, OrderID: p.OrderID,
+			Amount: p.Amount, Currency: p.Currency, Reason: p.Reason}})
+	return err
+}
+
+// emitRefunded reports that unapplied payment p went back to the customer
+// in full, by our automatic refund or by the provider's: one event per
+// payment either way, keyed on the refund's own key.
+func emitRefunded(ctx context.Context, tx pgx.Tx, p *Payment) error {
+	_, err := events.EmitTx(ctx, tx, events.Event{Type: events.PaymentRefunded, Key: RefundKey(p.ID), PlayerID: p.PlayerID,
+		Data: events.PaymentRefundedData{Provider: p.Provider, PaymentID: p.PaymentID, OrderID: p.OrderID,
+			Amount: p.Amount, Currency: p.Currency}})
+	return err
+}
+
+// reversalAppliedData is reversal.applied's data.
+type reversalAppliedData struct {
+	Provider       string `json:"provider"`
+	PaymentID      string `json:"payment_id"`
+	OrderID        int64  `json:"order_id"`
+	ReversalID     string `json:"reversal_id"`
+	Kind           string `json:"kind"`
+	State          string `json:"state"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	ManaClawedBack int64  `json:"mana_clawed_back"`
+	DebtOpened     int64  `json:"debt_opened"`
+}
+
+// reversalRefusedData is reversal.refused's data.
+type reversalRefusedData struct {
+	Provider  string `json:"provider"`
+	EventID   string `json:"event_id"`
+	PaymentID string `json:"payment_id"`
+	Reason    string `json:"reason"`
+}
+
+// emitDecisions reports the reversal events of p decided in this
+// transaction, and the debt its clawback step opened.
+func emitDecisions(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, decided []*reversalEvent, debt int64) error {
+	var evs []events.Event
+	for _, e := range decided {
+		if !e.decidedNow {
+			continue
+		}
+		key := ReversalEventKey(p.Provider, e.eventID)
+		if e.status == EventRefused {
+			evs = append(evs, events.Event{Type: events.ReversalRefused, Key: key, PlayerID: p.PlayerID,
+				Data: reversalRefusedData{Provider: p.Provider, EventID: e.eventID, PaymentID: p.PaymentID, Reason: e.reason}})
+			continue
+		}
+		evs = append(evs, events.Event{Type: events.ReversalApplied, Key: key, PlayerID: p.PlayerID,
+			Data: reversalAppliedData{Provider: p.Provider, PaymentID: p.PaymentID, OrderID: o.ID, ReversalID: e.reversalID,
+				Kind: e.kind, State: e.state, Amount: e.amount, Currency: e.currency, ManaClawedBack: p.ClawedBackMana,
+				DebtOpened: debt}})
+	}
+	if debt > 0 {
+		left, err := wallet.OutstandingDebt(ctx, tx, p.PlayerID)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, events.Event{Type: events.DebtOpened,
+			Key: events.DebtOpenedKey(p.ID, p.steps), PlayerID: p.PlayerID,
+			Data: debtOpenedData{OrderID: o.ID, ManaOpened: debt, ManaOutstanding: left}})
+	}
+	_, err := events.EmitManyTx(ctx, tx, evs)
+	return err
+}
+
+// markRefundedAndEmit records our automatic refund of unapplied payment p
+// and its payment.refunded in one transaction; a payment no longer
+// unapplied (the provider's refunds were recorded first, and reported)
+// is left as it is.
+func markRefundedAndEmit(ctx context.Context, pool *pgxpool.Pool, p *Payment, refundID string) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("fulfillment: mark payment %d refunded: %w", p.ID, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	tag, err := tx.Exec(ctx, markRefundedSQL, p.ID, refundID)
+	if err != nil {
+		return fmt.Errorf("fulfillment: mark payment %d refunded: %w", p.ID, err)
+	}
+	if tag.RowsAffected() > 0 {
+		if err := emitRefunded(ctx, tx, p); err != nil {
+			return err
+		}
+	}
+	if err := durable.Commit(ctx, tx); err != nil {
+		return fmt.Errorf("fulfillment: commit refund of payment %d: %w", p.ID, err)
+	}
+	return nil
+}
