@@ -13,12 +13,18 @@ import (
 // bare. It replaces the flag sections of the usage template (inherited by
 // every subcommand) with a rendering through plainBools.
 func plainBoolUsage(root *cobra.Command) {
-	cobra.AddTemplateFunc("plainFlagUsages", func(fs *pflag.FlagSet) string { return plainBools(fs).FlagUsages() })
 	tmpl := strings.NewReplacer(
 		"{{.LocalFlags.FlagUsages", "{{plainFlagUsages .LocalFlags",
 		"{{.InheritedFlags.FlagUsages", "{{plainFlagUsages .InheritedFlags",
 	).Replace(root.UsageTemplate())
 	root.SetUsageTemplate(tmpl)
+}
+
+// cobra's template functions are one global map: the function is added
+// once, before any command exists, not by every root built (the tests
+// build many at once).
+func init() {
+	cobra.AddTemplateFunc("plainFlagUsages", func(fs *pflag.FlagSet) string { return plainBools(fs).FlagUsages() })
 }
 
 // plainBools is a copy of fs, for rendering only, whose boolean values no
