@@ -65,13 +65,13 @@ func TestSweepThreeClientsAndTenManualSweeps(t *testing.T) {
 	end := time.Date(2024, 11, 4, 0, 0, 0, 0, newYork)
 	require.Eventually(t, func() bool {
 		return e.count(`SELECT count(*) FROM marquees WHERE paid_through = $1`, end) == int64(len(ids))
-	}, 40*time.Second, 50*time.Millisecond)
+	}, waitDeadline, 50*time.Millisecond)
 	// Group-committed funding can finish before leader election does, so wait
 	// for the leader's periodic sweep rather than expect it already ran: the
 	// invariants below then also cover a sweep that arrives after funding.
 	require.Eventually(t, func() bool {
 		return e.count(`SELECT count(*) FROM river_job WHERE kind = 'enforcer_sweep' AND state = 'completed'`) > 0
-	}, 40*time.Second, 50*time.Millisecond, "the leader's periodic sweep ran")
+	}, waitDeadline, 50*time.Millisecond, "the leader's periodic sweep ran")
 	e.waitIdle(20 * time.Second)
 
 	require.Equal(t, int64(len(ids)), e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'funding'`))

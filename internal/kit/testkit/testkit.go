@@ -119,7 +119,7 @@ func StartRiver(t testing.TB, pool *pgxpool.Pool, opts RiverOptions) (*river.Cli
 	}
 	require.NoError(t, client.Start(context.Background()))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		require.NoError(t, client.Stop(ctx))
 		w.stop()

@@ -92,9 +92,14 @@ func Kind(kind string) Match { return Match{kind: kind} }
 // KindWithArg matches the jobs of kind whose args hold "name": "value".
 func KindWithArg(kind, name, value string) Match { return Match{kind: kind, arg: name, value: value} }
 
+// DefaultWait bounds a wait for jobs when the caller names no timeout:
+// generous, because a busy machine is slow, not wrong, and a wait ends as
+// soon as its jobs are final (or at once on a failure it is told to fail on).
+const DefaultWait = 2 * time.Minute
+
 // WaitOptions bound a wait.
 type WaitOptions struct {
-	Timeout time.Duration // 0: 20 s
+	Timeout time.Duration // 0: DefaultWait
 	// Strict fails at once on any failed attempt of a matching job: for
 	// tests in which no job is meant to fail. Without it the wait fails
 	// at once only on a constraint violation (SQLSTATE class 23), which
@@ -117,7 +122,7 @@ func (w *Watcher) Wait(t testing.TB, match Match, n int, o WaitOptions) []Job {
 // Await is Wait for any goroutine: it returns an error instead.
 func (w *Watcher) Await(match Match, n int, o WaitOptions) ([]Job, error) {
 	if o.Timeout <= 0 {
-		o.Timeout = 20 * time.Second
+		o.Timeout = DefaultWait
 	}
 	deadline := time.After(o.Timeout)
 	for {
