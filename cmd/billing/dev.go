@@ -179,7 +179,11 @@ func serveDev(ctx context.Context, out io.Writer, cfg *config.Config, ln net.Lis
 
 	web, worker := base.With("process", "web"), base.With("process", "worker")
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return runWeb(gctx, a, withDevCheckout(a, a.apiOptions(web), b.api, web), ln, web) })
+	webOpts, err := withDevEvents(ctx, a, withDevCheckout(a, a.apiOptions(web), b.api, web), b.api, web)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return runWeb(gctx, a, webOpts, ln, web) })
 	g.Go(func() error { return runWorker(gctx, a, worker) })
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -35,6 +35,7 @@ billing dev is running.
   API doc    %[1]s/v1/openapi.json
   River UI   %[1]s/riverui/queues   (user %[2]s, password %[3]s)
   Timeline   %[1]s/timeline/   (what happened to a payment: search any id; same credentials)
+  Events     %[1]s/dev/events/   (the events billing sent to dev's own endpoint, each verified with the SDK)
   Metrics    %[4]s/metrics
   Health     %[1]s/healthz
   Listening  %[5]s

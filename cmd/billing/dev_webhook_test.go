@@ -43,6 +43,7 @@ func TestDevSendWebhook(t *testing.T) {
 	require.Equal(t, "fulfilled", api.waitOrder(order.ID).Status)
 	require.Equal(t, manaBefore+order.Mana, api.mana(), "the order's Mana, once")
 	require.Equal(t, 1, api.purchases(order.ID), "one purchase transaction for the order")
+	requireDevEvent(t, "http://"+d.addr, "order.fulfilled")
 
 	// Another amount: claimed by intake, then rejected by the fulfillment.
 	wrong := api.checkout("mana_1000", "paddle")
@@ -245,4 +246,31 @@ func (a devAPI) purchases(id string) int {
 		}
 	}
 	return n
+}
+
+// requireDevEvent waits until dev's own events endpoint lists a verified
+// delivery of an event of type typ: billing sent it, signed, to the
+// endpoint dev registered, and the SDK verified it.
+func requireDevEvent(t *testing.T, base, typ string) {
+	t.Helper()
+	var seen struct {
+		Deliveries []map[string]any `json:"deliveries"`
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/dev/events/?format=json")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		seen.Deliveries = nil
+		if json.NewDecoder(resp.Body).Decode(&seen) != nil {
+			return false
+		}
+		for _, d := range seen.Deliveries {
+			if d["type"] == typ && d["verified"] == true {
+				return true
+			}
+		}
+		return false
+	}, devDeadline, 100*time.Millisecond, "dev's events endpoint never listed a verified %s; it lists %v", typ, seen.Deliveries)
 }

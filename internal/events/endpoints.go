@@ -168,3 +168,20 @@ func endpointErr(err error, id int64) error {
 	}
 	return fmt.Errorf("events: endpoint %d: %w", id, err)
 }
+
+// Secrets are the secrets url's endpoint signs with now: its secret, then
+// its previous one while a rotation's grace lasts. A receiver run by the
+// same operator (billing dev's own) verifies with them.
+func Secrets(ctx context.Context, db dbtx.DB, url string) ([]string, error) {
+	var secret string
+	var previous *string
+	err := db.QueryRow(ctx, `SELECT secret, CASE WHEN previous_secret_until > now() THEN previous_secret END
+		FROM event_endpoints WHERE url = $1`, url).Scan(&secret, &previous)
+	if err != nil {
+		return nil, fmt.Errorf("events: secrets of %q: %w", url, err)
+	}
+	if previous != nil {
+		return []string{secret, *previous}, nil
+	}
+	return []string{secret}, nil
+}
