@@ -46,18 +46,18 @@ func (d *devFormation) watch(ctx context.Context, out io.Writer) {
 	seen := map[string]string{}
 	lost := map[string]bool{}
 	for ctx.Err() == nil {
-		d.printStates(ctx, out, seen)
-		d.bringBack(ctx, out, lost)
+		// One snapshot of the monitor: what is printed is what the
+		// decision to bring a node back was made on.
+		if states, err := d.f.States(ctx); err == nil {
+			printStates(out, states, seen)
+			d.bringBack(out, states, lost)
+		}
 		sleepOrDone(ctx, 500*time.Millisecond)
 	}
 }
 
 // printStates prints the [ha] line of each node whose state changed.
-func (d *devFormation) printStates(ctx context.Context, out io.Writer, seen map[string]string) {
-	states, err := d.f.States(ctx)
-	if err != nil {
-		return
-	}
+func printStates(out io.Writer, states []formation.State, seen map[string]string) {
 	for _, s := range states {
 		now := s.Reported + "/" + s.Goal
 		if old, ok := seen[s.Name]; ok && old != now {
@@ -71,7 +71,7 @@ func (d *devFormation) printStates(ctx context.Context, out io.Writer, seen map[
 // (formation.Replaced), never on a timer: started while the monitor
 // still has it as primary, a lost primary could take its place back in
 // the middle of the failover.
-func (d *devFormation) bringBack(ctx context.Context, out io.Writer, lost map[string]bool) {
+func (d *devFormation) bringBack(out io.Writer, states []formation.State, lost map[string]bool) {
 	for _, n := range d.f.Nodes() {
 		if n.Running() {
 			delete(lost, n.Name)
@@ -81,7 +81,7 @@ func (d *devFormation) bringBack(ctx context.Context, out io.Writer, lost map[st
 			lost[n.Name] = true
 			fmt.Fprintf(out, "[ha] %s is gone; billing dev brings it back once the monitor has promoted another node\n", n.Name)
 		}
-		if ok, err := d.f.Replaced(ctx, n); err != nil || !ok {
+		if !formation.ReplacedIn(states, n) {
 			continue
 		}
 		fmt.Fprintf(out, "[ha] %s %s: the monitor has replaced it; bringing it back as a standby\n", time.Now().Format("15:04:05"), n.Name)

@@ -48,7 +48,10 @@ disputes) has one recorded outcome (applied, refused, ignored, waiting for
 its payment) or a live River job, whatever its age; each one with neither
 (its job was cancelled or discarded before it decided) is named as
 "invariant 11 event_without_outcome <provider>/<event id>": billing webhooks
-redrive re-enqueues it, billing webhooks close closes it on purpose.
+redrive re-enqueues it, billing webhooks close closes it on purpose. Then
+invariant 12: every effect the outgoing event catalogue reports (a
+fulfilment, a funding debit, a payment recorded unapplied) has its event,
+and no order.fulfilled event lacks its credit.
 
 Clean: one summary line on stdout (it names the invariants checked), exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1. --player audits

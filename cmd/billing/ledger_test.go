@@ -30,12 +30,12 @@ func TestLedgerVerify(t *testing.T) {
 	env := []string{"BILLING_DATABASE_URL=" + dbURL}
 
 	out := runBilling(t, env, "ledger", "verify")
-	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-11 clean\n", out)
+	require.Equal(t, "ledger clean: 2 wallets, 3 transactions, 6 ledger entries; invariants 4-12 clean\n", out)
 	clean := verifyJSON(t, env, 0)
 	require.Equal(t, true, clean["clean"])
 	require.Empty(t, clean["violations"])
 	require.EqualValues(t, 3, clean["transactions"])
-	require.Equal(t, []any{"funding", "fulfillment", "webhook", "payments"}, clean["checked"])
+	require.Equal(t, []any{"funding", "fulfillment", "webhook", "payments", "events"}, clean["checked"])
 	require.Equal(t, strings.TrimSpace(out), clean["summary"])
 	require.Equal(t, true, verifyJSON(t, env, 0, "--player", strconv.FormatInt(player, 10))["clean"])
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -93,10 +94,18 @@ func TestPaymentsMarkRefunded(t *testing.T) {
 		SKU: "mana_1000", Provider: provider.Paddle})
 	require.NoError(t, err)
 	order = o.ID
-	// What intake records for a second, distinct payment of a paid order.
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO payments (provider, payment_id, order_id, player_id, event_id, amount,
+	// What intake records for a second, distinct payment of a paid order:
+	// the payment and its payment.unapplied event, in one transaction.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO payments (provider, payment_id, order_id, player_id, event_id, amount,
 		currency, mana_minted, status, reason) VALUES ('paddle', 'txn_twice', $1, $2, 'evt_twice', 999, 'usd', 0, 'unapplied',
 		'order is already paid') RETURNING id`, order, player).Scan(&payment))
+	_, err = events.EmitTx(ctx, tx, events.Event{Type: events.PaymentUnapplied, Key: fulfillment.UnappliedKey(payment),
+		PlayerID: player, Data: map[string]any{"provider": "paddle", "payment_id": "txn_twice", "order_id": order,
+			"amount": 999, "currency": "usd", "reason": "order is already paid"}})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
 	id := strconv.FormatInt(payment, 10)
 	listed := runBilling(t, env, "payments", "list", "--unapplied")
 	require.Contains(t, listed, "txn_twice")

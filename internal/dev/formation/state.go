@@ -268,14 +268,20 @@ func (f *Formation) Replaced(ctx context.Context, n *Node) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return ReplacedIn(states, n), nil
+}
+
+// ReplacedIn is Replaced read from states the caller already has (one
+// snapshot of the monitor, so what it printed and what it decided agree).
+func ReplacedIn(states []State, n *Node) bool {
 	other := false
 	for _, s := range states {
 		switch {
 		case s.Name == n.Name && slices.Contains(primaryStates, s.Goal):
-			return false, nil
+			return false
 		case s.Name != n.Name && s.Reported == s.Goal && (s.Goal == "primary" || s.Goal == "wait_primary"):
 			other = true
 		}
 	}
-	return other, nil
+	return other
 }
