@@ -3,11 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fibe-dev/billing/internal/dev/pglocal"
@@ -40,8 +43,13 @@ func PgBench(ctx context.Context, name, dbURL, script string, clients int, d tim
 	for k, v := range vars {
 		args = append(args, "-D", k+"="+v)
 	}
-	args = append(args, dbURL)
+	conn, options, err := libpqURL(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, conn)
 	cmd := exec.CommandContext(ctx, filepath.Join(binaries, "bin", "pgbench"), args...)
+	cmd.Env = append(os.Environ(), "PGOPTIONS="+options)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("pgbench: %w\n%s", err, out)
@@ -75,3 +83,33 @@ func parsePgBench(name string, clients, secs int, out string) (*Report, error) {
 	r.Note("latency", "pgbench mean, reported as p50")
 	return r, nil
 }
+
+// libpqURL is dbURL as libpq (pgbench) takes it: pgx lets a URL carry any
+// run-time setting as a query parameter (the tests' synchronous_commit),
+// libpq only its own, so the others move to PGOPTIONS' "-c name=value".
+func libpqURL(dbURL string) (conn, options string, err error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", "", fmt.Errorf("pgbench: database URL: %w", err)
+	}
+	q := u.Query()
+	var opts []string
+	for k, vs := range q {
+		if libpqParams[k] {
+			continue
+		}
+		for _, v := range vs {
+			opts = append(opts, "-c "+k+"="+v)
+		}
+		q.Del(k)
+	}
+	sort.Strings(opts)
+	u.RawQuery = q.Encode()
+	return u.String(), strings.Join(opts, " "), nil
+}
+
+// libpqParams are the connection parameters libpq itself reads from a URL
+// (those billing's URLs use).
+var libpqParams = map[string]bool{"sslmode": true, "host": true, "port": true, "user": true, "password": true,
+	"dbname": true, "connect_timeout": true, "application_name": true, "target_session_attrs": true,
+	"sslrootcert": true, "sslcert": true, "sslkey": true, "options": true}

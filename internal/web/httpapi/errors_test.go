@@ -26,6 +26,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/domain/playground"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/ops/timeline"
 	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
@@ -76,6 +77,12 @@ var exportedErrors = []struct {
 	err  error
 	want answered
 }{
+	// The events' errors are the operator's (billing endpoints, billing
+	// events); no API request reaches them.
+	{"events.ErrUnknownType", events.ErrUnknownType, answered{status: 500, code: "internal", detail: internalGET}},
+	{"events.ErrBadURL", events.ErrBadURL, answered{status: 500, code: "internal", detail: internalGET}},
+	{"events.ErrEndpointNotFound", events.ErrEndpointNotFound, answered{status: 500, code: "internal", detail: internalGET}},
+	{"events.ErrEventNotFound", events.ErrEventNotFound, answered{status: 500, code: "internal", detail: internalGET}},
 	{"wallet.ErrInsufficientBalance", wallet.ErrInsufficientBalance, answered{status: 409, code: "insufficient_balance", detail: "the wallet's balance is too low"}},
 	{"wallet.ErrIdempotencyKeyReused", wallet.ErrIdempotencyKeyReused, answered{status: 422, code: "idempotency_key_reused", detail: keyReused}},
 	{"wallet.ErrInvalidAmount", wallet.ErrInvalidAmount, answered{status: 400, code: "invalid_amount", detail: "amounts must be positive integers"}},
