@@ -13,8 +13,10 @@ import (
 // machine-readable code.
 type Problem = problem.Problem
 
-// Stable error codes of the API's own answers (each domain declares the
-// codes of its errors beside them).
+// The API's stable error codes, by name. The API's own answers (request
+// validation, routing, limits) use them; a domain error's code is declared
+// with the error (package errcode), and the tests that name it here check
+// the two agree.
 const (
 	CodeInvalidRequest        = "invalid_request"
 	CodeInvalidAmount         = "invalid_amount"
