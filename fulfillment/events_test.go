@@ -98,6 +98,15 @@ func TestPaymentPathEmitsItsEvents(t *testing.T) {
 	for i := 1; i < len(seqs); i++ {
 		require.Greater(t, seqs[i], seqs[i-1], "the player's sequence increases")
 	}
+
+	// The audit's events check, planted the other way: the unapplied
+	// payment's event gone is reported.
+	_, err = pool.Exec(context.Background(), `DELETE FROM events WHERE id = $1`,
+		events.ID(events.PaymentUnapplied, fulfillment.UnappliedKey(second.ID)))
+	require.NoError(t, err)
+	report, err := audit.Run(context.Background(), pool, audit.Options{})
+	require.NoError(t, err)
+	require.Contains(t, report.String(), "unapplied_without_event", report.String())
 }
 
 // The audit's events check, planted: a fulfilment whose event is gone,
