@@ -30,8 +30,17 @@ const pendingSQL = `FROM river_job WHERE state = ANY($3::river_job_state[])
 // seen three times in a row, and a few enforcer ticks have passed so
 // top-ups are funded. It reports whether that happened within the settle
 // window.
+//
+// The window is opts.Settle, stretched while River holds a retry the
+// faults caused: River backs off attempt^4 seconds after each failed or
+// rescued attempt, so a job whose worker was killed under it three times
+// waits 81s before its next one, through no fault of billing. The
+// window then ends retryGrace after the latest such retry is due, and
+// never later than maxRetryWait past its own end.
 func (r *Run) settle(ctx context.Context) bool {
-	deadline := time.Now().Add(r.opts.Settle)
+	start := time.Now()
+	deadline := start.Add(r.opts.Settle)
+	hardStop := deadline.Add(maxRetryWait)
 	quiet := 0
 	for time.Now().Before(deadline) {
 		var busy int
@@ -45,9 +54,44 @@ func (r *Run) settle(ctx context.Context) bool {
 		} else {
 			quiet = 0
 		}
+		deadline = r.stretchForRetries(ctx, deadline, hardStop)
 		time.Sleep(500 * time.Millisecond)
 	}
 	return false
+}
+
+// maxRetryWait bounds how far settle stretches its window for River's
+// scheduled retries: past it, a job still waiting is reported as work
+// left undone. retryGrace is how long a retry has, once due, to be
+// fetched and run (River polls every second; a busy machine is slow).
+const (
+	maxRetryWait = 5 * time.Minute
+	retryGrace   = 30 * time.Second
+)
+
+// stretchForRetries returns the settle deadline moved, if need be, to
+// retryGrace after the latest retry River has scheduled, capped at
+// hardStop, and says so in the run's output when it moves.
+func (r *Run) stretchForRetries(ctx context.Context, deadline, hardStop time.Time) time.Time {
+	var due *time.Time
+	var id int64
+	var kind string
+	var attempt int
+	err := r.pool.QueryRow(ctx, `SELECT id, kind, attempt, scheduled_at FROM river_job WHERE state = 'retryable'
+		ORDER BY scheduled_at DESC LIMIT 1`).Scan(&id, &kind, &attempt, &due)
+	if err != nil || due == nil {
+		return deadline
+	}
+	want := due.Add(retryGrace)
+	if want.After(hardStop) {
+		want = hardStop
+	}
+	if !want.After(deadline) {
+		return deadline
+	}
+	fmt.Fprintf(r.opts.Out, "chaos: River retries %s job %d (after attempt %d) at %s; settling until %s\n",
+		kind, id, attempt, due.Format("15:04:05"), want.Format("15:04:05"))
+	return want
 }
 
 // sweptTwice reports whether the enforcer has swept at least twice since

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -63,4 +64,39 @@ func TestCheckJobsJudgesWhatTheWorkloadCaused(t *testing.T) {
 			require.Equal(t, c.ok, rep.OK(), "%+v", rep.Checks)
 		})
 	}
+}
+
+// TestSettleWaitsForRiversScheduledRetry: a job River has scheduled for a
+// retry after the settle window would end (its worker killed under it a
+// few times) moves the window to retryGrace past that retry, never past
+// maxRetryWait beyond the window's own end; with no retry pending the
+// window stays as it was.
+func TestSettleWaitsForRiversScheduledRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	r := &Run{pool: pool, opts: Options{Settle: 90 * time.Second, Out: io.Discard}}
+	now := time.Now()
+	deadline, hardStop := now.Add(r.opts.Settle), now.Add(r.opts.Settle+maxRetryWait)
+	require.Equal(t, deadline, r.stretchForRetries(ctx, deadline, hardStop), "nothing retryable")
+
+	client, err := jobs.NewClient(pool, jobs.Options{})
+	require.NoError(t, err)
+	res, err := client.Insert(ctx, jobs.NoopArgs{}, nil)
+	require.NoError(t, err)
+	retry := func(at time.Time) {
+		_, err := pool.Exec(ctx, `UPDATE river_job SET state = 'retryable', attempt = 3, attempted_at = now(),
+			scheduled_at = $2 WHERE id = $1`, res.Job.ID, at)
+		require.NoError(t, err)
+	}
+
+	retry(now.Add(10 * time.Second))
+	require.Equal(t, deadline, r.stretchForRetries(ctx, deadline, hardStop), "a retry due well inside the window")
+
+	due := now.Add(81 * time.Second) // past the window less retryGrace
+	retry(due)
+	require.WithinDuration(t, due.Add(retryGrace), r.stretchForRetries(ctx, deadline, hardStop), time.Millisecond)
+
+	retry(now.Add(time.Hour))
+	require.Equal(t, hardStop, r.stretchForRetries(ctx, deadline, hardStop), "capped")
 }
