@@ -66,6 +66,7 @@ func runChaos(t *testing.T, opts e2e.Options) *e2e.Report {
 		}
 	}
 	require.NoError(t, err)
-	require.True(t, rep.OK(), "chaos verdict FAIL (seed %d)", opts.Seed)
+	// Again after the log tails, so the end of a long CI log names them.
+	require.True(t, rep.OK(), "chaos verdict FAIL (seed %d); failed checks:\n%s", opts.Seed, rep.Failed())
 	return rep
 }

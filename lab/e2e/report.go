@@ -75,6 +75,18 @@ func (rep *Report) OK() bool {
 	return len(rep.Checks) > 0
 }
 
+// Failed lists the failed checks, one per line with its detail ("" when
+// every check passed).
+func (rep *Report) Failed() string {
+	var b strings.Builder
+	for _, c := range rep.Checks {
+		if !c.OK {
+			fmt.Fprintf(&b, "%s: %s\n", c.Name, strings.ReplaceAll(c.Detail, "\n", " | "))
+		}
+	}
+	return b.String()
+}
+
 // Print writes the table.
 func (rep *Report) Print(w io.Writer) {
 	row := func(k string, v any) { fmt.Fprintf(w, "  %-44s %v\n", k, v) }
