@@ -102,7 +102,7 @@ func waitOutput(t *testing.T, p *proc, s string) {
 func writeThroughFailover(t *testing.T, addr, key string) map[int]int {
 	t.Helper()
 	statuses := map[int]int{}
-	hc := http.Client{Timeout: 5 * time.Second}
+	hc := http.Client{Timeout: apiRequestDeadline}
 	for i, deadline := 0, time.Now().Add(haDeadline); time.Now().Before(deadline); i++ {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/conversions", strings.NewReader(`{"mana":1}`))
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -146,7 +146,7 @@ func waitMonitor(t *testing.T, monitor, lost string) {
 
 // monitorStates is reported/goal state by node name, as the monitor has it.
 func monitorStates(monitor string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, monitor)
 	if err != nil {

@@ -109,7 +109,7 @@ func requireServing(t *testing.T, base, key string) {
 	t.Helper()
 	code, body := get(t, base+"/healthz", "", "")
 	require.Equal(t, http.StatusOK, code, body)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/wallets", nil)
 	require.NoError(t, err)

@@ -173,7 +173,7 @@ func (a devAPI) do(method, path string, body any, headers ...string) (int, []byt
 		require.NoError(a.t, err)
 		r = bytes.NewReader(b)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
 	require.NoError(a.t, err)

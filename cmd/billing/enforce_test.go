@@ -72,8 +72,8 @@ func TestEnforceOnce(t *testing.T) {
 		_ = pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'fund_day'
 			AND args->>'day' = '2024-03-10' AND state = 'completed'`).Scan(&done)
 		return done == 3
-	}, 30*time.Second, 50*time.Millisecond)
-	worker.stop(t, syscall.SIGTERM, 15*time.Second)
+	}, waitDeadline, 50*time.Millisecond)
+	worker.stop(t, syscall.SIGTERM, waitDeadline)
 	for _, id := range marquees {
 		var keys int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM wallet_transactions

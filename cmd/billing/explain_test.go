@@ -56,7 +56,7 @@ func TestExplainCommands(t *testing.T) {
 			var n int
 			_ = pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'event_id' = $1 AND finalized_at IS NOT NULL`, evt).Scan(&n)
 			return n == 1
-		}, 20*time.Second, 20*time.Millisecond)
+		}, waitDeadline, 20*time.Millisecond)
 	}
 	paid := providerevents.CompletedEvent("stripe", "evt_cli_1", o.ID, o.Amount, o.Currency)
 	deliver("evt_cli_1", paid)

@@ -143,9 +143,21 @@ func waitHealthy(t *testing.T, base string, p *proc, timeout time.Duration) time
 	return time.Since(start)
 }
 
+// apiRequestDeadline bounds one HTTP request of a process test (to the
+// API, a metrics listener, Prometheus or the monitor): a checkout calls
+// the provider's API (stripe-mock) inside the request, and at load 40 on
+// two cores one took more than ten seconds. A busy machine is slow, not
+// wrong.
+const apiRequestDeadline = time.Minute
+
+// waitDeadline bounds a process test's wait on a condition (a process
+// healthy, a metric counted, a job done): seconds on an idle machine,
+// many times that at load 40.
+const waitDeadline = 2 * time.Minute
+
 func get(t *testing.T, url string, user, pass string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)

@@ -43,8 +43,8 @@ func TestMetrics(t *testing.T) {
 	requireFundingSeries(t, m, insufficient)
 	requireJobSeries(t, m)
 	requireAPISeries(t, m)
-	r.web.stop(t, syscall.SIGTERM, 15*time.Second)
-	r.worker.stop(t, syscall.SIGTERM, 15*time.Second)
+	r.web.stop(t, syscall.SIGTERM, waitDeadline)
+	r.worker.stop(t, syscall.SIGTERM, waitDeadline)
 }
 
 // metricsRun is TestMetrics' billing web and worker, their listeners and
@@ -74,9 +74,9 @@ func startMetricsRun(t *testing.T) *metricsRun {
 		"BILLING_PADDLE_API_KEY=pdl_metrics", "BILLING_PADDLE_ENVIRONMENT="+fake.URL)
 	r.web = startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr, "BILLING_METRICS_ADDR="+webOpsAddr), "web")
 	r.worker = startProc(t, append(env, "BILLING_METRICS_ADDR="+metricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
-	waitHealthy(t, r.webURL, r.web, 30*time.Second)
-	waitHealthy(t, r.webOpsURL, r.web, 30*time.Second)
-	waitHealthy(t, r.workerURL, r.worker, 30*time.Second)
+	waitHealthy(t, r.webURL, r.web, waitDeadline)
+	waitHealthy(t, r.webOpsURL, r.web, waitDeadline)
+	waitHealthy(t, r.workerURL, r.worker, waitDeadline)
 	requireNoPublicMetrics(t, r.webURL)
 
 	var created struct {
@@ -94,7 +94,7 @@ func (r *metricsRun) deliver(provider string, body []byte, secret string, at tim
 	t.Helper()
 	header, value, err := providerevents.Sign(provider, secret, body, at)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.webURL+"/webhooks/"+provider, bytes.NewReader(body))
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func (r *metricsRun) webhooks() {
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "fulfilled", r.api.waitOrder(paid).Status)
 	require.Equal(t, "rejected", r.api.waitOrder(wrong).Status)
-	waitMetric(t, r.workerURL, 30*time.Second, "billing_fulfilments_total", lbl("outcome", "unknown_order"), 1)
+	waitMetric(t, r.workerURL, waitDeadline, "billing_fulfilments_total", lbl("outcome", "unknown_order"), 1)
 }
 
 // convert converts mana Mana, requiring the status want.
@@ -173,9 +173,9 @@ func (r *metricsRun) conversionsAndMarquee() {
 		Funded bool   `json:"funded"`
 	}
 	r.api.decode(http.MethodPost, "/v1/marquees", map[string]string{"name": "m", "plan": "standard"}, http.StatusCreated, &marquee)
-	waitMetric(t, r.workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "insufficient"), 1)
+	waitMetric(t, r.workerURL, waitDeadline, "billing_fundings_total", lbl("outcome", "insufficient"), 1)
 	r.convert(200, http.StatusCreated)
-	waitMetric(t, r.workerURL, 30*time.Second, "billing_fundings_total", lbl("outcome", "funded"), 1)
+	waitMetric(t, r.workerURL, waitDeadline, "billing_fundings_total", lbl("outcome", "funded"), 1)
 	r.api.decode(http.MethodGet, "/v1/marquees/"+marquee.ID, nil, http.StatusOK, &marquee)
 	require.True(t, marquee.Funded)
 	mana, sparks := r.api.balances()
@@ -193,7 +193,7 @@ func (r *metricsRun) scrape() (metricSet, float64) {
 		fundings := m.sum("billing_fundings_total")
 		return fundings == m.value("billing_river_jobs", lbl("kind", "fund_day", "state", "completed")) &&
 			fundings == m.value("billing_river_jobs_worked_total", lbl("kind", "fund_day", "outcome", "completed"))
-	}, 10*time.Second, 200*time.Millisecond, "fund_day jobs and fundings agree")
+	}, waitDeadline, 200*time.Millisecond, "fund_day jobs and fundings agree")
 	insufficient := m.value("billing_fundings_total", lbl("outcome", "insufficient"))
 	require.GreaterOrEqual(t, insufficient, 1.0)
 	t.Logf("fundings: %v insufficient before the top-up (one per sweep tick)", insufficient)
@@ -383,7 +383,7 @@ func waitMetric(t *testing.T, base string, timeout time.Duration, name, labels s
 // (business volumes); it answers the API's 404 problem.
 func requireNoPublicMetrics(t *testing.T, base string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	require.NoError(t, err)

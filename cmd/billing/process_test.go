@@ -33,8 +33,8 @@ func TestProcesses(t *testing.T) {
 		"BILLING_RIVERUI_USER=ops", "BILLING_RIVERUI_PASSWORD=s3cret")
 	web := startProc(t, webEnv, "web")
 	worker := startProc(t, env, "worker")
-	waitHealthy(t, base, web, 30*time.Second)
-	waitHealthy(t, ops, web, 30*time.Second)
+	waitHealthy(t, base, web, waitDeadline)
+	waitHealthy(t, ops, web, waitDeadline)
 	requireNoPublicMetrics(t, base)
 
 	code, _ := get(t, base+"/riverui/", "", "")
@@ -61,7 +61,7 @@ func TestProcesses(t *testing.T) {
 		var state string
 		_ = dbPool.QueryRow(ctx, "SELECT state::text FROM river_job WHERE kind = 'noop'").Scan(&state)
 		return state == "completed"
-	}, 20*time.Second, 50*time.Millisecond)
+	}, waitDeadline, 50*time.Millisecond)
 	code, body = get(t, ops+"/metrics", "", "")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `billing_river_jobs{kind="noop",state="completed"} 1`)
@@ -69,8 +69,8 @@ func TestProcesses(t *testing.T) {
 	code, _ = get(t, base+"/riverui/api/jobs?state=completed", "ops", "s3cret")
 	require.Equal(t, 200, code)
 
-	web.stop(t, syscall.SIGTERM, 10*time.Second)
-	worker.stop(t, syscall.SIGTERM, 10*time.Second)
+	web.stop(t, syscall.SIGTERM, waitDeadline)
+	worker.stop(t, syscall.SIGTERM, waitDeadline)
 	require.True(t, strings.Contains(worker.out.String(), `"msg":"worker stopped"`), worker.out.String())
 }
 

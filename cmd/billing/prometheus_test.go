@@ -78,8 +78,8 @@ func TestPrometheusRunsTheDocumentedQueries(t *testing.T) {
 		"BILLING_STRIPE_SECRET_KEY=sk_test_prometheus", "BILLING_STRIPE_API_URL=" + stripemock.Start(t)}
 	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+webAddr, "BILLING_METRICS_ADDR="+webMetricsAddr), "web")
 	worker := startProc(t, append(env, "BILLING_METRICS_ADDR="+workerMetricsAddr, "BILLING_ENFORCER_SCHEDULE=@every 1s"), "worker")
-	waitHealthy(t, "http://"+webAddr, web, 30*time.Second)
-	waitHealthy(t, "http://"+workerMetricsAddr, worker, 30*time.Second)
+	waitHealthy(t, "http://"+webAddr, web, waitDeadline)
+	waitHealthy(t, "http://"+workerMetricsAddr, worker, waitDeadline)
 
 	prom := startPrometheus(t, webMetricsTarget(t, webAddr, webMetricsAddr), workerMetricsAddr)
 	prom.waitValue(t, `sum(up{job=~"billing-web|billing-worker"})`, 2)
@@ -185,7 +185,7 @@ func promMismatch(t *testing.T, api devAPI, prom *promServer, secret string) {
 // address where it has one, else its HTTP address.
 func webMetricsTarget(t *testing.T, webAddr, metricsAddr string) string {
 	t.Helper()
-	client := http.Client{Timeout: 2 * time.Second}
+	client := http.Client{Timeout: promDeadline} // a busy machine is slow, not wrong
 	if resp, err := client.Get("http://" + metricsAddr + "/metrics"); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
@@ -203,8 +203,12 @@ func startPrometheus(t *testing.T, webTarget, workerTarget string) *promServer {
 	dir := t.TempDir()
 	rules, err := filepath.Abs("../../deploy/prometheus/alerts.yml")
 	require.NoError(t, err)
+	// A scrape runs the processes' collectors (database queries): on a
+	// busy machine it can take seconds, and a scrape past its timeout
+	// (never more than the interval) reads as up == 0.
 	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
+  scrape_interval: 5s
+  scrape_timeout: 5s
   evaluation_interval: 1s
 rule_files: [%q]
 scrape_configs:
@@ -244,7 +248,7 @@ scrape_configs:
 // api calls Prometheus's HTTP API and decodes its data.
 func (p *promServer) api(t *testing.T, path string, data any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
 	require.NoError(t, err)
@@ -281,7 +285,7 @@ func (p *promServer) values(t *testing.T, query string) []float64 {
 }
 
 // waitValue polls query until it returns exactly one sample equal to want
-// (scrapes are once a second).
+// (scrapes are every 5 seconds).
 func (p *promServer) waitValue(t *testing.T, query string, want float64) {
 	t.Helper()
 	var got []float64

@@ -26,10 +26,10 @@ func TestWebServesNoDevCheckout(t *testing.T) {
 	devBase, webBase := "http://"+freeAddr(t), "http://"+freeAddr(t)
 	dev := startProc(t, append(env, "BILLING_HTTP_ADDR="+strings.TrimPrefix(devBase, "http://")), "dev", "--dir", t.TempDir())
 	web := startProc(t, append(env, "BILLING_HTTP_ADDR="+strings.TrimPrefix(webBase, "http://")), "web")
-	waitHealthy(t, devBase, dev, 60*time.Second)
-	waitHealthy(t, webBase, web, 30*time.Second)
+	waitHealthy(t, devBase, dev, waitDeadline)
+	waitHealthy(t, webBase, web, waitDeadline)
 	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), "Ctrl-C stops everything") },
-		10*time.Second, 20*time.Millisecond, "dev's banner")
+		waitDeadline, 20*time.Millisecond, "dev's banner")
 	key := between(dev.out.String(), "API key:\n  ", "\n")
 	require.NotEmpty(t, key)
 
@@ -56,15 +56,15 @@ func TestWebServesNoDevCheckout(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	require.NotContains(t, body, "/dev/", "web's index links no dev page")
 
-	web.stop(t, syscall.SIGTERM, 10*time.Second)
-	dev.stop(t, syscall.SIGINT, 20*time.Second)
+	web.stop(t, syscall.SIGTERM, waitDeadline)
+	dev.stop(t, syscall.SIGINT, waitDeadline)
 }
 
 // postCheckout asks base for a Paddle checkout of mana_1000 as key's
 // player, under the Idempotency-Key idem.
 func postCheckout(t *testing.T, base, key, idem string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/checkouts",
 		bytes.NewBufferString(`{"sku":"mana_1000","provider":"paddle"}`))

@@ -107,7 +107,7 @@ func TestWebhooksRedriveAndClose(t *testing.T) {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE outcome = 'applied'`).Scan(&n)
 		return err == nil && n == 1
-	}, 20*time.Second, 20*time.Millisecond, "the re-driven payment was never applied")
+	}, waitDeadline, 20*time.Millisecond, "the re-driven payment was never applied")
 	billingStdout(t, env, "ledger", "verify")
 
 	var refused []webhook.ClaimedEvent
