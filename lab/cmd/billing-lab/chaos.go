@@ -32,12 +32,12 @@ beside its successor, a standby then the primary killed. Every operation is
 recorded with its key and outcome; unknown ones are replayed by key; on the
 final primary every acknowledged effect must be there once, and every lost
 node back as a standby. The load lasts until the faults are done (--duration
-caps it, by default 5m per round). A longer run: --failover --failovers 5.`,
+caps it, by default 15m per round: a busy machine makes each fault slower). A longer run: --failover --failovers 5.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Failover && !cmd.Flags().Changed("duration") {
 				// The load lasts until the faults are done; this only caps it.
-				opts.Duration = time.Duration(max(opts.Failovers, 1)) * 5 * time.Minute
+				opts.Duration = time.Duration(max(opts.Failovers, 1)) * 15 * time.Minute
 			}
 			if opts.Seed == 0 {
 				opts.Seed = time.Now().UnixNano() % 1_000_000
