@@ -186,25 +186,28 @@ type ReversalRefusedData struct {
 	Reason    string `json:"reason"`
 }
 
-// DebtOpenedData: a clawback found the Mana already spent; the player owes
-// ManaOutstanding, settled first by their later credits.
+// A player has one debt at a time (Event.PlayerID names it), so the debt
+// events carry no debt id.
+
+// DebtOpenedData: a clawback of order OrderID found the Mana already
+// spent: ManaOpened more is owed, ManaOutstanding in all, settled first by
+// the player's later credits.
 type DebtOpenedData struct {
-	DebtID          int64 `json:"debt_id"`
 	OrderID         int64 `json:"order_id"`
+	ManaOpened      int64 `json:"mana_opened"`
 	ManaOutstanding int64 `json:"mana_outstanding"`
 }
 
-// DebtSettledData: a credit settled ManaSettled of a debt; ManaOutstanding
-// remains (0: settled in full).
+// DebtSettledData: a credit settled ManaSettled of the player's debt;
+// ManaOutstanding remains (0: settled in full).
 type DebtSettledData struct {
-	DebtID          int64 `json:"debt_id"`
 	ManaSettled     int64 `json:"mana_settled"`
 	ManaOutstanding int64 `json:"mana_outstanding"`
 }
 
-// DebtForgivenData: an operator wrote a debt off.
+// DebtForgivenData: an operator wrote ManaForgiven of the player's debt
+// off.
 type DebtForgivenData struct {
-	DebtID       int64 `json:"debt_id"`
 	ManaForgiven int64 `json:"mana_forgiven"`
 }
 

@@ -258,9 +258,9 @@ func TestDecodeEveryType(t *testing.T) {
 			&fibe.ReversalAppliedData{Provider: "stripe", PaymentID: "cs_1", OrderID: 9, ReversalID: "charge:ch_1", Kind: fibe.ReversalRefund, State: "succeeded", Amount: 333, Currency: "usd", ManaClawedBack: 334, DebtOpened: true}},
 		{fibe.EventReversalRefused, `{"provider":"stripe","event_id":"evt_1","payment_id":"cs_1","reason":"currency eur is not the payment's usd"}`,
 			&fibe.ReversalRefusedData{Provider: "stripe", EventID: "evt_1", PaymentID: "cs_1", Reason: "currency eur is not the payment's usd"}},
-		{fibe.EventDebtOpened, `{"debt_id":4,"order_id":9,"mana_outstanding":120}`, &fibe.DebtOpenedData{DebtID: 4, OrderID: 9, ManaOutstanding: 120}},
-		{fibe.EventDebtSettled, `{"debt_id":4,"mana_settled":100,"mana_outstanding":20}`, &fibe.DebtSettledData{DebtID: 4, ManaSettled: 100, ManaOutstanding: 20}},
-		{fibe.EventDebtForgiven, `{"debt_id":4,"mana_forgiven":20}`, &fibe.DebtForgivenData{DebtID: 4, ManaForgiven: 20}},
+		{fibe.EventDebtOpened, `{"order_id":9,"mana_opened":120,"mana_outstanding":120}`, &fibe.DebtOpenedData{OrderID: 9, ManaOpened: 120, ManaOutstanding: 120}},
+		{fibe.EventDebtSettled, `{"mana_settled":100,"mana_outstanding":20}`, &fibe.DebtSettledData{ManaSettled: 100, ManaOutstanding: 20}},
+		{fibe.EventDebtForgiven, `{"mana_forgiven":20}`, &fibe.DebtForgivenData{ManaForgiven: 20}},
 		{fibe.EventMarqueeFunded, `{"marquee_id":42,"day":"2026-12-01","plan":"standard","sparks_debited":10,"paid_through":"2026-12-02T00:00:00Z"}`,
 			&fibe.MarqueeFundedData{MarqueeID: 42, Day: "2026-12-01", Plan: "standard", SparksDebited: 10, PaidThrough: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}},
 		{fibe.EventMarqueeUnfunded, `{"marquee_id":42,"day":"2026-12-02","plan":"standard","reason":"insufficient Sparks"}`,
@@ -280,7 +280,7 @@ func TestDecodeEveryType(t *testing.T) {
 
 	_, err := (&fibe.Event{ID: testEventID, Type: "invoice.paid", Data: []byte(`{}`)}).Decode()
 	require.ErrorIs(t, err, fibe.ErrUnknownEventType)
-	_, err = (&fibe.Event{ID: testEventID, Type: fibe.EventDebtOpened, Data: []byte(`{"debt_id":"4"}`)}).Decode()
+	_, err = (&fibe.Event{ID: testEventID, Type: fibe.EventDebtOpened, Data: []byte(`{"order_id":"9"}`)}).Decode()
 	require.Error(t, err, "a member of the wrong JSON type")
 }
 

@@ -39,24 +39,10 @@ func emitFulfilled(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, t *wall
 			return err
 		}
 		evs = append(evs, events.Event{Type: events.DebtSettled, Key: debtSettledKey(key), PlayerID: o.PlayerID,
-			Data: debtSettledData{ManaSettled: settled, ManaOutstanding: left}})
+			Data: events.DebtSettledData{ManaSettled: settled, ManaOutstanding: left}})
 	}
 	_, err := events.EmitManyTx(ctx, tx, evs)
 	return err
-}
-
-// debtSettledData is debt.settled's data. Debts are kept per player, so
-// there is no debt_id to send.
-type debtSettledData struct {
-	ManaSettled     int64 `json:"mana_settled"`
-	ManaOutstanding int64 `json:"mana_outstanding"`
-}
-
-// debtOpenedData is debt.opened's data (no debt_id: debts are per player).
-type debtOpenedData struct {
-	OrderID         int64 `json:"order_id"`
-	ManaOpened      int64 `json:"mana_opened"`
-	ManaOutstanding int64 `json:"mana_outstanding"`
 }
 
 func emitUnapplied(ctx context.Context, tx pgx.Tx, p *Payment) error {
@@ -76,28 +62,6 @@ func emitRefunded(ctx context.Context, tx pgx.Tx, p *Payment) error {
 	return err
 }
 
-// reversalAppliedData is reversal.applied's data.
-type reversalAppliedData struct {
-	Provider       string `json:"provider"`
-	PaymentID      string `json:"payment_id"`
-	OrderID        int64  `json:"order_id"`
-	ReversalID     string `json:"reversal_id"`
-	Kind           string `json:"kind"`
-	State          string `json:"state"`
-	Amount         int64  `json:"amount"`
-	Currency       string `json:"currency"`
-	ManaClawedBack int64  `json:"mana_clawed_back"`
-	DebtOpened     int64  `json:"debt_opened"`
-}
-
-// reversalRefusedData is reversal.refused's data.
-type reversalRefusedData struct {
-	Provider  string `json:"provider"`
-	EventID   string `json:"event_id"`
-	PaymentID string `json:"payment_id"`
-	Reason    string `json:"reason"`
-}
-
 // emitDecisions reports the reversal events of p decided in this
 // transaction, and the debt its clawback step opened.
 func emitDecisions(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, decided []*reversalEvent, debt int64) error {
@@ -109,13 +73,13 @@ func emitDecisions(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, decided
 		key := ReversalEventKey(p.Provider, e.eventID)
 		if e.status == EventRefused {
 			evs = append(evs, events.Event{Type: events.ReversalRefused, Key: key, PlayerID: p.PlayerID,
-				Data: reversalRefusedData{Provider: p.Provider, EventID: e.eventID, PaymentID: p.PaymentID, Reason: e.reason}})
+				Data: events.ReversalRefusedData{Provider: p.Provider, EventID: e.eventID, PaymentID: p.PaymentID, Reason: e.reason}})
 			continue
 		}
 		evs = append(evs, events.Event{Type: events.ReversalApplied, Key: key, PlayerID: p.PlayerID,
-			Data: reversalAppliedData{Provider: p.Provider, PaymentID: p.PaymentID, OrderID: o.ID, ReversalID: e.reversalID,
+			Data: events.ReversalAppliedData{Provider: p.Provider, PaymentID: p.PaymentID, OrderID: o.ID, ReversalID: e.reversalID,
 				Kind: e.kind, State: e.state, Amount: e.amount, Currency: e.currency, ManaClawedBack: p.ClawedBackMana,
-				DebtOpened: debt}})
+				DebtOpened: debt > 0}})
 	}
 	if debt > 0 {
 		left, err := wallet.OutstandingDebt(ctx, tx, p.PlayerID)
@@ -124,7 +88,7 @@ func emitDecisions(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, decided
 		}
 		evs = append(evs, events.Event{Type: events.DebtOpened,
 			Key: events.DebtOpenedKey(p.ID, p.steps), PlayerID: p.PlayerID,
-			Data: debtOpenedData{OrderID: o.ID, ManaOpened: debt, ManaOutstanding: left}})
+			Data: events.DebtOpenedData{OrderID: o.ID, ManaOpened: debt, ManaOutstanding: left}})
 	}
 	_, err := events.EmitManyTx(ctx, tx, evs)
 	return err

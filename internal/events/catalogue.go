@@ -101,6 +101,51 @@ type PaymentRefundedData struct {
 	Currency  string `json:"currency"`
 }
 
+// ReversalAppliedData is reversal.applied's data.
+type ReversalAppliedData struct {
+	Provider       string `json:"provider"`
+	PaymentID      string `json:"payment_id"`
+	OrderID        int64  `json:"order_id"`
+	ReversalID     string `json:"reversal_id"`
+	Kind           string `json:"kind"`
+	State          string `json:"state"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	ManaClawedBack int64  `json:"mana_clawed_back"`
+	// DebtOpened: the player could not cover the clawback; the amount is
+	// in the debt.opened sent with it.
+	DebtOpened bool `json:"debt_opened"`
+}
+
+// ReversalRefusedData is reversal.refused's data.
+type ReversalRefusedData struct {
+	Provider  string `json:"provider"`
+	EventID   string `json:"event_id"`
+	PaymentID string `json:"payment_id"`
+	Reason    string `json:"reason"`
+}
+
+// Debts are kept per player (one debts row each), so the debt events
+// carry no debt id: the player is the debt's identity.
+
+// DebtOpenedData is debt.opened's data.
+type DebtOpenedData struct {
+	OrderID         int64 `json:"order_id"`
+	ManaOpened      int64 `json:"mana_opened"`
+	ManaOutstanding int64 `json:"mana_outstanding"`
+}
+
+// DebtSettledData is debt.settled's data.
+type DebtSettledData struct {
+	ManaSettled     int64 `json:"mana_settled"`
+	ManaOutstanding int64 `json:"mana_outstanding"`
+}
+
+// DebtForgivenData is debt.forgiven's data.
+type DebtForgivenData struct {
+	ManaForgiven int64 `json:"mana_forgiven"`
+}
+
 // MarqueeFundedData is marquee.funded's data.
 type MarqueeFundedData struct {
 	MarqueeID     int64  `json:"marquee_id"`

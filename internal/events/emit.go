@@ -38,6 +38,9 @@ type Emitted struct {
 // type: one statement, one round trip, however many events. A concurrent
 // twin's insert waits on the primary key and then does nothing. The body
 // is built here, once, so every delivery of an id sends the same bytes.
+// created_at is read after the player's sequence row is locked (held to
+// commit), not at the transaction's start: a transaction that began first
+// but numbered second is stamped later, so created_at grows with sequence.
 const emitSQL = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::jsonb[]) WITH ORDINALITY AS i(id, type, player_id, data, ord)
 ), fresh AS (
@@ -48,14 +51,14 @@ const emitSQL = `WITH input AS (
 	ON CONFLICT (player_id) DO UPDATE SET last = s.last + excluded.last
 	RETURNING player_id, last
 ), numbered AS (
-	SELECT f.*, seq.last - count(*) OVER w + row_number() OVER (w ORDER BY f.ord) AS sequence
+	SELECT f.*, seq.last - count(*) OVER w + row_number() OVER (w ORDER BY f.ord) AS sequence, clock_timestamp() AS at
 	FROM fresh f JOIN seq USING (player_id)
 	WINDOW w AS (PARTITION BY f.player_id)
 ), ins AS (
 	INSERT INTO events (id, type, player_id, sequence, payload, created_at)
 	SELECT id, type, player_id, sequence, jsonb_build_object('id', id, 'type', type, 'api_version', $5::text,
-		'created_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-		'player_id', player_id, 'sequence', sequence, 'data', data), now()
+		'created_at', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+		'player_id', player_id, 'sequence', sequence, 'data', data), at
 	FROM numbered ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, type, sequence

@@ -113,3 +113,28 @@ func TestAddEndpoint(t *testing.T) {
 	_, err = events.SetEnabled(ctx, pool, 999, false, "x")
 	require.ErrorIs(t, err, events.ErrEndpointNotFound)
 }
+
+// TestCreatedAtGrowsWithSequence: a transaction that began first but
+// emitted second (its effect committed second) gets the higher sequence
+// and the later created_at, in its row and in its body.
+func TestCreatedAtGrowsWithSequence(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	first, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(ctx) }()
+	_, err = first.Exec(ctx, `SELECT 1`) // its now() is fixed here, before the other began
+	require.NoError(t, err)
+	earlier := emit(t, pool, refunded(5, "payment:50:refund"))
+	later, err := events.EmitTx(ctx, first, refunded(5, "payment:51:refund"))
+	require.NoError(t, err)
+	require.NoError(t, first.Commit(ctx))
+	require.Greater(t, later.Sequence, earlier.Sequence)
+	var rowOrder, bodyOrder bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT b.created_at > a.created_at,
+			(b.payload->>'created_at')::timestamptz > (a.payload->>'created_at')::timestamptz
+		FROM events a, events b WHERE a.id = $1 AND b.id = $2`, earlier.ID, later.ID).Scan(&rowOrder, &bodyOrder))
+	require.True(t, rowOrder, "the event numbered later was created later")
+	require.True(t, bodyOrder, "and its body says so")
+}

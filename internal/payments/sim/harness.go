@@ -58,6 +58,8 @@ type Env struct {
 	held     sync.Map // event id -> true: its job is inserted scheduled, to be stopped
 	// claimer is what billing webhooks redrive runs on.
 	claimer *webhook.Claimer
+	// receiver is the endpoint of every history's events (events.go).
+	receiver *receiver
 }
 
 // NewEnv starts the system for t, wired as cmd/billing wires it: the web
@@ -84,6 +86,8 @@ func NewEnv(t testing.TB) *Env {
 		t.Cleanup(e.srvs[i].Close)
 	}
 	e.claimer = webhook.NewClaimer(webhook.Options{Pool: pool, River: web, Providers: intakes, Logger: testkit.Quiet})
+	e.receiver = newReceiver(t)
+	startDeliveries(t, pool)
 	return e
 }
 
@@ -131,6 +135,7 @@ type run struct {
 	orders   []*fulfillment.Order
 	bodies   map[int][]byte // event number -> the bytes first sent
 	killed   map[int64]bool // jobs the harness stopped
+	endpoint int64          // the history's event endpoint, once added
 	mu       sync.Mutex     // guards problems
 	problems []string
 }
@@ -165,7 +170,10 @@ func (e *Env) Run(ctx context.Context, h *History) []string {
 		}
 	}
 	if err := r.compare(ctx); err != nil {
-		r.problems = append(r.problems, err.Error())
+		r.problem("%v", err)
+	}
+	if err := r.checkEvents(ctx); err != nil {
+		r.problem("events: %v", err)
 	}
 	return r.problems
 }
@@ -430,6 +438,8 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 		moved, err = r.adjust(ctx, player, cur, s, key)
 	case OpForgive:
 		_, err = r.e.wallet.ForgiveDebt(ctx, player, key, "sim")
+	case OpEndpointAdd, OpEndpointOff, OpEndpointOn, OpEndpointRot, OpResend:
+		moved, err = false, r.eventsStep(ctx, i, s)
 	}
 	if errors.Is(err, wallet.ErrInsufficientBalance) || errors.Is(err, wallet.ErrOutstandingDebt) {
 		moved, err = false, nil

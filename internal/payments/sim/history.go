@@ -39,6 +39,8 @@ const (
 	LForgive    Letter = "forgive"    // an operator forgives the debt
 	LIgnored    Letter = "ignored"    // events that move no money (Paddle pending/rejected, dispute updated)
 	LGhost      Letter = "ghost"      // a refund naming a payment that does not exist
+	LEndpoint   Letter = "endpoint"   // an operator adds the history's event endpoint (twice: idempotent), disables, enables it or rotates its secret
+	LResend     Letter = "resend"     // an operator resends an event billing sent
 )
 
 // weights are each class's share of the generated steps.
@@ -51,9 +53,15 @@ var weights = []struct {
 	{LIgnored, 2}, {LGhost, 2},
 }
 
+// The events' operator actions are drawn apart, from a stream of their
+// own between the other steps, so that adding them left every history's
+// other steps as they were: eventsRate is each one's chance, in percent,
+// after a step.
+var eventsRate = map[Letter]int{LEndpoint: 6, LResend: 4}
+
 // Letters lists every class.
 func Letters() []Letter {
-	out := []Letter{LAlias, LHold}
+	out := []Letter{LAlias, LHold, LEndpoint, LResend}
 	for _, w := range weights {
 		out = append(out, w.l)
 	}
@@ -74,6 +82,11 @@ const (
 	OpFund          = "fund"      // Player's Marquee funded for a new day
 	OpAdjust        = "adjust"    // operator adjusts Player's Currency by Amount
 	OpForgive       = "forgive"   // operator forgives Player's debt
+	OpEndpointAdd   = "ep-add"    // operator adds the history's endpoint, Copies+1 times at once
+	OpEndpointOff   = "ep-off"    // operator disables it
+	OpEndpointOn    = "ep-on"     // operator enables it
+	OpEndpointRot   = "ep-rotate" // operator rotates its secret
+	OpResend        = "resend"    // operator resends event Amount (mod the history's events) to every endpoint
 	CurMana         = "mana"      // in-app currencies, for OpAdjust
 	CurSparks       = "sparks"    //
 	OperatorRedrive = "redrive"   // billing webhooks redrive
@@ -148,6 +161,10 @@ func (h *History) String() string {
 func (s Step) String() string {
 	out := fmt.Sprintf("%-8s", s.Op)
 	switch s.Op {
+	case OpEndpointAdd, OpEndpointOff, OpEndpointOn, OpEndpointRot:
+		return out + fmt.Sprintf(" x%d", s.Copies)
+	case OpResend:
+		return out + fmt.Sprintf(" event #%d", s.Amount)
 	case OpConvert, OpFund, OpAdjust, OpForgive:
 		if s.Drain {
 			return out + fmt.Sprintf(" p%d %s all", s.Player, s.Cur)
@@ -178,6 +195,8 @@ func (s Step) String() string {
 // gen builds histories from a seed.
 type gen struct {
 	rng      *rand.Rand
+	evRng    *rand.Rand // the events' operator actions' own stream
+	main     int        // steps drawn from rng
 	on       map[Letter]bool
 	h        *History
 	event    int
@@ -186,11 +205,12 @@ type gen struct {
 	held     []int          // steps whose job was stopped and whose redelivery is still due
 	disputes []Step         // the disputes opened so far (not Creem's: they never close)
 	noHold   bool           // while a burst is generated: its jobs are not stopped
+	endpoint bool           // the history's endpoint was added
 }
 
 // Generate returns the history of seed with the classes in off switched off.
 func Generate(seed uint64, off map[Letter]bool) *History {
-	g := &gen{rng: rand.New(rand.NewPCG(seed, 0x51a1)), on: map[Letter]bool{}, facts: map[[2]int]int{}, dups: map[int]int{}}
+	g := &gen{rng: rand.New(rand.NewPCG(seed, 0x51a1)), evRng: rand.New(rand.NewPCG(seed, 0xe7e5)), on: map[Letter]bool{}, facts: map[[2]int]int{}, dups: map[int]int{}}
 	for _, l := range Letters() {
 		g.on[l] = !off[l]
 	}
@@ -202,7 +222,7 @@ func Generate(seed uint64, off map[Letter]bool) *History {
 		}
 	}
 	n := 10 + g.rng.IntN(31)
-	for len(g.h.Steps) < n {
+	for g.main < n {
 		g.step()
 		if len(g.held) > 0 && g.rng.IntN(3) == 0 {
 			g.redeliverHeld()
@@ -247,6 +267,27 @@ func (g *gen) add(s Step) {
 		g.held = append(g.held, len(g.h.Steps))
 	}
 	g.h.Steps = append(g.h.Steps, s)
+	g.main++
+	if !g.noHold {
+		g.operateEvents()
+	}
+}
+
+// operateEvents may add an operator's action on events after a step (not
+// inside a burst, whose steps are delivered together).
+func (g *gen) operateEvents() {
+	n := g.evRng.IntN(100)
+	switch {
+	case g.on[LEndpoint] && n < eventsRate[LEndpoint]:
+		op := OpEndpointAdd
+		if g.endpoint {
+			op = []string{OpEndpointAdd, OpEndpointOff, OpEndpointOn, OpEndpointRot}[g.evRng.IntN(4)]
+		}
+		g.endpoint = true
+		g.h.Steps = append(g.h.Steps, Step{Op: op, Class: LEndpoint, Event: -1, Copies: 1 + g.evRng.IntN(3)})
+	case g.on[LResend] && n >= 100-eventsRate[LResend]:
+		g.h.Steps = append(g.h.Steps, Step{Op: OpResend, Class: LResend, Event: -1, Copies: 1, Amount: int64(g.evRng.IntN(1000))})
+	}
 }
 
 func (g *gen) redeliverHeld() {

@@ -302,6 +302,8 @@ func (m *Model) wallet(s Step) bool {
 	case OpForgive:
 		w.forgiven += w.debt
 		w.debt = 0
+	case OpEndpointAdd, OpEndpointOff, OpEndpointOn, OpEndpointRot, OpResend:
+		return false // the events' operator actions move no money
 	}
 	return true
 }

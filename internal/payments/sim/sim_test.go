@@ -122,7 +122,7 @@ func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 	t.Parallel()
 	seen := map[sim.Letter]bool{}
 	var recovered int64
-	operators := map[string]bool{}
+	operators, ops := map[string]bool{}, map[string]bool{}
 	for seed := uint64(1); seed <= fixedSeeds; seed++ {
 		h := sim.Generate(seed, nil)
 		m := sim.NewModel(h)
@@ -130,6 +130,7 @@ func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 			m.Step(i)
 			seen[s.Class] = true
 			operators[s.Operator] = true
+			ops[s.Op] = true
 			seen[sim.LAlias] = seen[sim.LAlias] || (s.Op == sim.OpPay && !s.Alias)
 		}
 		recovered += m.Recovered
@@ -140,5 +141,8 @@ func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 	require.Positive(t, recovered, "no fixed history gives Mana back after a forgiveness")
 	for _, op := range []string{sim.OperatorRedrive, sim.OperatorClose} {
 		require.True(t, operators[op], "no fixed history has an operator's %s of a held event", op)
+	}
+	for _, op := range []string{sim.OpEndpointAdd, sim.OpEndpointOff, sim.OpEndpointOn, sim.OpEndpointRot, sim.OpResend} {
+		require.True(t, ops[op], "no fixed history has the events' operator action %s", op)
 	}
 }
