@@ -192,3 +192,37 @@ func TestLowBalanceFirstState(t *testing.T) {
 	e.post(idle, wallet.Sparks, -10)
 	require.Empty(t, e.events(idle))
 }
+
+// TestLowBalanceAuditFindsAMissingEvent: the events audit flags a counted
+// crossing without its event, a state that disagrees with its count, and
+// an event beyond the crossings counted.
+func TestLowBalanceAuditFindsAMissingEvent(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	s := wallet.New(pool, wallet.Options{Observer: events.LowBalance{Days: 3}})
+	e := &lowEnv{t: t, ctx: ctx, pool: pool, wallet: s}
+	p := e.player()
+	e.marquee(p, 100)
+	e.post(p, wallet.Sparks, 100)
+	e.post(p, wallet.Sparks, 300) // low (1), then recovered (2)
+	audit := func() []string {
+		vs, err := events.Audit(ctx, pool)
+		require.NoError(t, err)
+		var checks []string
+		for _, v := range vs {
+			checks = append(checks, v.Check)
+		}
+		return checks
+	}
+	require.Empty(t, audit())
+
+	_, err := pool.Exec(ctx, `UPDATE low_balance_state SET crossings = 3 WHERE player_id = $1`, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{"crossing_without_event", "crossing_without_event"}, audit(),
+		"crossing 3 has no event, and low=false after 3 crossings")
+
+	_, err = pool.Exec(ctx, `UPDATE low_balance_state SET crossings = 0 WHERE player_id = $1`, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{"balance_event_without_crossing", "balance_event_without_crossing"}, audit())
+}
