@@ -37,6 +37,7 @@ const (
 	KeyRiverUIUser      = "riverui_user"
 	KeyRiverUIPassword  = "riverui_password"
 	KeySparksPerMana    = "sparks_per_mana"
+	KeyLowBalanceDays   = "low_balance_days"
 	KeyShutdownTimeout  = "shutdown_timeout"
 	KeyLogFormat        = "log_format"
 	KeyJobTimeout       = "job_timeout"
@@ -89,8 +90,11 @@ type Config struct {
 	RiverUIUser      string
 	RiverUIPassword  string
 	SparksPerMana    int64
-	ShutdownTimeout  time.Duration
-	LogFormat        string // "json", "text" or "" (auto: text on a terminal)
+	// LowBalanceDays is the threshold of wallet.low_balance: a player whose
+	// Sparks pay for fewer service days of their running Marquees is low.
+	LowBalanceDays  int64
+	ShutdownTimeout time.Duration
+	LogFormat       string // "json", "text" or "" (auto: text on a terminal)
 	// FundAhead, when positive, makes the periodic sweep also fund the next
 	// service day once now is that close to midnight, so that a Marquee
 	// whose owner has the Sparks never answers 402 between midnight and the
@@ -212,6 +216,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyEnforcerSchedule, "*/5 * * * *")
 	v.SetDefault(KeyServiceDayTZ, "UTC")
 	v.SetDefault(KeySparksPerMana, "1")
+	v.SetDefault(KeyLowBalanceDays, "3")
 	v.SetDefault(KeyShutdownTimeout, "25s")
 	v.SetDefault(KeyJobTimeout, "1m")
 	v.SetDefault(KeyRescueAfter, "5m")
@@ -232,7 +237,7 @@ var envKeys = []string{
 	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
-	KeyBatchComplete,
+	KeyBatchComplete, KeyLowBalanceDays,
 	KeyStripeSecretKey, KeyStripeAPIURL, KeyPaddleAPIKey, KeyPaddleEnvironment, KeyCreemAPIKey, KeyCreemAPIURL,
 	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule, KeyReconcileTimeout,
 	KeyRateLimit,
@@ -320,6 +325,9 @@ func (c *Config) decodeRuntime(v *viper.Viper) error {
 	}
 	if c.SparksPerMana, err = parsePositive(v.GetString(KeySparksPerMana)); err != nil {
 		return &Error{Key: KeySparksPerMana, Err: err}
+	}
+	if c.LowBalanceDays, err = parsePositive(v.GetString(KeyLowBalanceDays)); err != nil {
+		return &Error{Key: KeyLowBalanceDays, Err: err}
 	}
 	if c.ShutdownTimeout, err = time.ParseDuration(v.GetString(KeyShutdownTimeout)); err != nil || c.ShutdownTimeout <= 0 {
 		return &Error{Key: KeyShutdownTimeout, Err: fmt.Errorf("want a positive duration such as 25s, got %q", v.GetString(KeyShutdownTimeout))}

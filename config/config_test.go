@@ -35,6 +35,8 @@ func TestLoadValidation(t *testing.T) {
 		{name: "bad addr", env: map[string]string{"BILLING_HTTP_ADDR": "8080"}, wantKey: config.KeyHTTPAddr},
 		{name: "bad rate", env: map[string]string{"BILLING_SPARKS_PER_MANA": "-2"}, wantKey: config.KeySparksPerMana},
 		{name: "fractional rate", env: map[string]string{"BILLING_SPARKS_PER_MANA": "1.5"}, wantKey: config.KeySparksPerMana},
+		{name: "zero low balance days", env: map[string]string{"BILLING_LOW_BALANCE_DAYS": "0"}, wantKey: config.KeyLowBalanceDays},
+		{name: "fractional low balance days", env: map[string]string{"BILLING_LOW_BALANCE_DAYS": "2.5"}, wantKey: config.KeyLowBalanceDays},
 		{name: "half riverui creds", env: map[string]string{"BILLING_RIVERUI_USER": "ops"}, wantKey: config.KeyRiverUIPassword},
 		{name: "bad shutdown", env: map[string]string{"BILLING_SHUTDOWN_TIMEOUT": "soon"}, wantKey: config.KeyShutdownTimeout},
 		{name: "bad job timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "-1s"}, wantKey: config.KeyJobTimeout},
@@ -74,6 +76,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, "*/5 * * * *", c.EnforcerSpec)
 	require.Equal(t, time.UTC, c.ServiceDayTZ)
 	require.EqualValues(t, 1, c.SparksPerMana)
+	require.EqualValues(t, 3, c.LowBalanceDays)
 	require.Zero(t, c.FundAhead, "funding ahead is opt-in")
 	require.Equal(t, []string{"whsec_old", "whsec_new"}, c.StripeSecrets)
 	require.Nil(t, c.SKUs, "no file catalogue: cmd/billing applies the built-in one")

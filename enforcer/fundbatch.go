@@ -219,7 +219,7 @@ func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned) error 
 	if len(posts) == 0 {
 		return nil
 	}
-	out, errs, err := s.wallet.PostManyTx(ctx, tx, posts)
+	out, errs, err := s.wallet.PostBatchTx(ctx, tx, posts)
 	if err != nil {
 		return fmt.Errorf("enforcer: debit batch: %w", err)
 	}

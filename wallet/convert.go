@@ -13,8 +13,20 @@ import (
 // reverse: Sparks never turn back into Mana. A player who owes Mana (a
 // clawback's debt) may not convert: *OutstandingDebtError, checked before
 // the balance. A replay answers the stored conversion whatever is owed now.
-// Its one statement commits through durable.Do, as Post's does.
+// Its one statement commits through durable.Do, as Post's does; with an
+// observer it is ConvertTx in a transaction of its own, as Post's is.
 func (s *Store) Convert(ctx context.Context, p ConvertParams) (*Conversion, error) {
+	if s.observer != nil {
+		var c *Conversion
+		err := s.observedTx(ctx, func(tx pgx.Tx) (err error) {
+			c, err = s.ConvertTx(ctx, tx, p)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	start := time.Now()
 	var c *Conversion
 	debit, credit, err := s.legs(p)
@@ -31,10 +43,16 @@ func (s *Store) Convert(ctx context.Context, p ConvertParams) (*Conversion, erro
 	return c, err
 }
 
-// ConvertTx is Convert inside the caller's transaction (under a savepoint).
+// ConvertTx is Convert inside the caller's transaction (under a savepoint);
+// a new conversion tells the Store's observer in tx.
 func (s *Store) ConvertTx(ctx context.Context, tx pgx.Tx, p ConvertParams) (*Conversion, error) {
 	start := time.Now()
 	c, err := s.convert(ctx, tx, p)
+	if err == nil {
+		if err = s.sparksMoved(ctx, tx, c.SparksCredit); err != nil {
+			c = nil
+		}
+	}
 	observe(KindConversion, start, c != nil && c.Replayed, err)
 	return c, err
 }

@@ -74,6 +74,17 @@
 // ONE set-based statement over the same tail, and leaves to PostTx only
 // what that statement could not take.
 //
+// # Observer
+//
+// A Store built with Options.Observer tells it, inside the posting
+// transaction and while the wallet row is still locked, whose Sparks a
+// post moved (SparksObserver): PostTx, ConvertTx and the clawback's Sparks
+// leg once each, a batch once through PostBatchTx; never a replay, a
+// refusal or a Mana post. Post and Convert of such a Store, when they may
+// move Sparks, run in a transaction of their own instead of one autocommit
+// statement, so that what the observer writes (the low-balance events of
+// package events) commits with the movement.
+//
 // # Audit
 //
 // Audit checks invariants 1 to 3 of docs/contract.md (balances equal their

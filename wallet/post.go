@@ -17,8 +17,21 @@ import (
 // statement in autocommit (one round trip), committed through durable.Do:
 // a commit no synchronous standby confirmed is refused with
 // durable.ErrNotDurable (the post may stand on the primary; posting the
-// same key again answers it as a replay).
+// same key again answers it as a replay). A Sparks post of a Store with an
+// observer is PostTx in a transaction of its own instead, so that what the
+// observer writes commits with it.
 func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
+	if s.observer != nil && p.Currency == Sparks {
+		var t *Transaction
+		err := s.observedTx(ctx, func(tx pgx.Tx) (err error) {
+			t, err = s.PostTx(ctx, tx, p)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
 	start := time.Now()
 	var t *Transaction
 	l, err := newLeg(p)
@@ -37,10 +50,16 @@ func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
 
 // PostTx applies p inside the caller's transaction, under a savepoint: a
 // refused or duplicate post leaves tx usable. The wallet row stays locked
-// until the caller commits or rolls back.
+// until the caller commits or rolls back. A Sparks post that moved the
+// balance tells the Store's observer in tx.
 func (s *Store) PostTx(ctx context.Context, tx pgx.Tx, p PostParams) (*Transaction, error) {
 	start := time.Now()
 	t, err := s.post(ctx, tx, p)
+	if err == nil {
+		if err = s.sparksMoved(ctx, tx, t); err != nil {
+			t = nil
+		}
+	}
 	observe(p.Kind, start, t != nil && t.Replayed, err)
 	return t, err
 }

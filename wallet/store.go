@@ -14,6 +14,9 @@ import (
 // Options configure a Store.
 type Options struct {
 	SparksPerMana int64 // default 1
+	// Observer, when set, is told inside the posting transaction whose
+	// Sparks moved (SparksObserver); every process that posts sets it.
+	Observer SparksObserver
 }
 
 // Store posts to wallets and reads them.
@@ -24,6 +27,7 @@ type Store struct {
 	pool          conn
 	root          *pgxpool.Pool // the Store's pool, always
 	sparksPerMana int64
+	observer      SparksObserver // nil: nobody is told
 }
 
 // conn is what the package's statements run on: a pool, or one of its
@@ -38,7 +42,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	if opts.SparksPerMana <= 0 {
 		opts.SparksPerMana = 1
 	}
-	return &Store{pool: pool, root: pool, sparksPerMana: opts.SparksPerMana}
+	return &Store{pool: pool, root: pool, sparksPerMana: opts.SparksPerMana, observer: opts.Observer}
 }
 
 // autocommit runs f, one statement in autocommit (a post's, a

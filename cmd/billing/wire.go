@@ -9,6 +9,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/internal/provider"
@@ -51,9 +52,14 @@ func newApp(cfg *config.Config, pool *pgxpool.Pool) *app {
 	return &app{cfg: cfg, pool: pool, wallet: newWallet(pool, cfg), providers: newProviders(cfg)}
 }
 
-// newWallet is the wallet store over pool, posting at cfg's rate.
+// newWallet is the wallet store over pool, posting at cfg's rate. Every
+// process that posts builds its store here, so every Sparks movement (the
+// worker's funding and clawbacks, the web's conversions, an operator's
+// adjustment) is judged against the low-balance threshold in its own
+// transaction.
 func newWallet(pool *pgxpool.Pool, cfg *config.Config) *wallet.Store {
-	return wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
+	return wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana,
+		Observer: events.LowBalance{Days: cfg.LowBalanceDays}})
 }
 
 // newProviders is the registry of provider drivers built from cfg: every

@@ -53,6 +53,25 @@ SELECT format('payment %s (%s %s) was recorded unapplied and has no payment.unap
 FROM payments p, events_epoch ep
 WHERE p.status IN ('unapplied', 'refunded') AND p.created_at >= ep.started
 	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = ` + idSQL(PaymentUnapplied, sqlUnappliedKey("p.id")) + `)`},
+	// Every crossing a player's low_balance_state counts has its event,
+	// and the row's low agrees with its count (odd while low).
+	{"crossing_without_event", `
+SELECT format('player %s crossing %s of the low-balance threshold has no %s event', s.player_id, k,
+	CASE WHEN k % 2 = 1 THEN '` + WalletLowBalance + `' ELSE '` + WalletBalanceRecovered + `' END)
+FROM low_balance_state s CROSS JOIN generate_series(1, s.crossings) k
+WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = ` + sqlCrossingID("s.player_id", "k") + `)
+UNION ALL
+SELECT format('player %s low_balance_state says low=%s after %s crossings', player_id, low, crossings)
+FROM low_balance_state WHERE low <> (crossings % 2 = 1)`},
+	// No more balance events than crossings: each is written with the
+	// crossing it reports.
+	{"balance_event_without_crossing", `
+SELECT format('player %s has %s %s events for %s crossings', e.player_id, e.n, e.type, coalesce(s.crossings, 0))
+FROM (SELECT player_id, type, count(*) AS n FROM events
+	WHERE type IN ('` + WalletLowBalance + `', '` + WalletBalanceRecovered + `') GROUP BY player_id, type) e
+LEFT JOIN low_balance_state s USING (player_id)
+WHERE e.n > CASE WHEN e.type = '` + WalletLowBalance + `' THEN (coalesce(s.crossings, 0) + 1) / 2
+	ELSE coalesce(s.crossings, 0) / 2 END`},
 	{"event_without_effect", `
 SELECT format('%s event %s names wallet transaction %s, which does not exist', e.type, e.id, e.payload->'data'->>'wallet_transaction_id')
 FROM events e

@@ -9,6 +9,10 @@
 // answers the first. Its body is built once, in the database, and sent as
 // stored, so every delivery of one id carries the same bytes.
 //
+// LowBalance is the wallet's Sparks observer: it judges each Sparks
+// movement against the player's running Marquees and sends
+// wallet.low_balance and wallet.balance_recovered once per crossing.
+//
 // Delivery (Worker) runs outside any transaction: one POST with a timeout,
 // no redirects, at most MaxResponse bytes of the answer read, then one
 // short durable transaction recording the attempt. A failure is retried on

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/platform/durable"
 	"github.com/fibe-dev/billing/lab/e2e"
 	"github.com/fibe-dev/billing/wallet"
@@ -51,7 +52,8 @@ func newLogger(w io.Writer) *slog.Logger {
 // newWallet is the wallet store over pool, posting at cfg's rate, as the
 // service builds it.
 func newWallet(pool *pgxpool.Pool, cfg *config.Config) *wallet.Store {
-	return wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana})
+	return wallet.New(pool, wallet.Options{SparksPerMana: cfg.SparksPerMana,
+		Observer: events.LowBalance{Days: cfg.LowBalanceDays}})
 }
 
 // skus is the catalogue: billing.yaml's, else the built-in one.

@@ -1,0 +1,136 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// DefaultLowBalanceDays is the low-balance threshold when none is set.
+const DefaultLowBalanceDays = 3
+
+// LowBalance is the wallet's SparksObserver that sends wallet.low_balance
+// and wallet.balance_recovered: once per crossing of the threshold, in the
+// transaction that moved the Sparks across it.
+//
+// A player is low when their running Marquees (desired state running)
+// cost something per service day (the sum of their daily prices, what the
+// enforcer debits) and their Sparks pay for fewer than Days whole days of
+// it. A player with no running Marquee is never low. The state is judged
+// only where Sparks move: starting or stopping a Marquee is seen at the
+// player's next Sparks movement.
+//
+// Each player's last state is a low_balance_state row: low, and the
+// number of crossings so far (odd exactly while low). The row is upserted
+// after the post, while the post's transaction holds the player's Sparks
+// wallet row, so movements of one player are judged one at a time in
+// commit order: concurrent posts, a retried job, overlapping sweeps or a
+// replay (which moves nothing and is never observed) cannot make a second
+// event for one crossing. The event's key is the crossing,
+// event:low_balance/<player>/<n> or event:balance_recovered/<player>/<n>,
+// so even a second run of the same crossing would find its event.
+//
+// The first judgement of a player has nothing before it: it counts as a
+// crossing from "not low", so a player whose first Sparks movement (or the
+// first after their first Marquee started) leaves them low gets a
+// wallet.low_balance.
+type LowBalance struct {
+	// Days is the threshold in service days; 0 means DefaultLowBalanceDays.
+	Days int64
+}
+
+var _ wallet.SparksObserver = LowBalance{}
+
+// lowBalanceSQL judges each player of $1 against $2 days, records a
+// change in low_balance_state (a row lock whether it changed or not, in
+// player order) and answers the players that crossed. A player's first row
+// is a crossing only when it is low.
+const lowBalanceSQL = `WITH judged AS (
+	SELECT i.player_id, coalesce(w.balance, 0) AS balance, coalesce(m.per_day, 0) AS per_day
+	FROM unnest($1::bigint[]) AS i(player_id)
+	LEFT JOIN wallets w ON w.player_id = i.player_id AND w.currency = 'sparks'
+	CROSS JOIN LATERAL (SELECT sum(daily_price)::bigint AS per_day FROM marquees
+		WHERE player_id = i.player_id AND desired_state = 'running') m
+), verdict AS (
+	SELECT *, coalesce(balance / nullif(per_day, 0) < $2::bigint, false) AS low FROM judged
+), state AS (
+	INSERT INTO low_balance_state AS s (player_id, low, crossings)
+	SELECT player_id, low, low::int FROM verdict ORDER BY player_id
+	ON CONFLICT (player_id) DO UPDATE SET low = excluded.low, crossings = s.crossings + 1
+	WHERE s.low <> excluded.low
+	RETURNING player_id, low, crossings
+)
+SELECT s.player_id, s.low, s.crossings, v.balance, v.per_day FROM state s JOIN verdict v USING (player_id)
+WHERE s.crossings > 0 ORDER BY s.player_id`
+
+// SparksMovedTx judges players in tx after their Sparks moved and emits
+// an event for each one that crossed the threshold.
+func (l LowBalance) SparksMovedTx(ctx context.Context, tx pgx.Tx, players []int64) error {
+	days := l.Days
+	if days <= 0 {
+		days = DefaultLowBalanceDays
+	}
+	rows, err := tx.Query(ctx, lowBalanceSQL, players, days)
+	if err != nil {
+		return fmt.Errorf("events: low balance: %w", err)
+	}
+	var evs []Event
+	var player, crossing, balance, perDay int64
+	var low bool
+	_, err = pgx.ForEachRow(rows, []any{&player, &low, &crossing, &balance, &perDay}, func() error {
+		evs = append(evs, balanceEvent(player, low, crossing, BalanceData{SparksBalance: balance,
+			SparksPerDay: perDay, DaysCovered: daysCovered(balance, perDay), ThresholdDays: days}))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("events: low balance: %w", err)
+	}
+	_, err = EmitManyTx(ctx, tx, evs)
+	return err
+}
+
+// daysCovered is the whole service days balance pays for; 0 when nothing
+// runs (there is nothing to cover, and the player is not low).
+func daysCovered(balance, perDay int64) int64 {
+	if perDay <= 0 {
+		return 0
+	}
+	return balance / perDay
+}
+
+func balanceEvent(player int64, low bool, crossing int64, d BalanceData) Event {
+	if low {
+		return Event{Type: WalletLowBalance, Key: LowBalanceKey(player, crossing), PlayerID: player, Data: d}
+	}
+	return Event{Type: WalletBalanceRecovered, Key: BalanceRecoveredKey(player, crossing), PlayerID: player, Data: d}
+}
+
+// LowBalanceKey is the key of wallet.low_balance: the player's crossing
+// (odd: crossings alternate, the first one into low).
+func LowBalanceKey(playerID, crossing int64) string {
+	return lowBalancePrefix + strconv.FormatInt(playerID, 10) + "/" + strconv.FormatInt(crossing, 10)
+}
+
+// BalanceRecoveredKey is the key of wallet.balance_recovered: the player's
+// crossing (even).
+func BalanceRecoveredKey(playerID, crossing int64) string {
+	return balanceRecoveredPrefix + strconv.FormatInt(playerID, 10) + "/" + strconv.FormatInt(crossing, 10)
+}
+
+const (
+	lowBalancePrefix       = "event:low_balance/"
+	balanceRecoveredPrefix = "event:balance_recovered/"
+)
+
+// sqlCrossingID is the id of the event of crossing k of player (bigint
+// SQL expressions): wallet.low_balance when k is odd, else
+// wallet.balance_recovered.
+func sqlCrossingID(player, k string) string {
+	suffix := ` || ` + player + ` || '/' || ` + k
+	return `CASE WHEN ` + k + ` % 2 = 1 THEN ` + idSQL(WalletLowBalance, `'`+lowBalancePrefix+`'`+suffix) +
+		` ELSE ` + idSQL(WalletBalanceRecovered, `'`+balanceRecoveredPrefix+`'`+suffix) + ` END`
+}

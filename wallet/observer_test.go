@@ -1,0 +1,101 @@
+package wallet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/wallet"
+)
+
+// recorder is a SparksObserver that keeps every call's players, and
+// proves it runs in the posting transaction: it writes a row there, which
+// must commit or roll back with the post.
+type recorder struct {
+	mu    sync.Mutex
+	calls [][]int64
+	fail  error
+}
+
+func (r *recorder) SparksMovedTx(ctx context.Context, tx pgx.Tx, players []int64) error {
+	r.mu.Lock()
+	r.calls = append(r.calls, players)
+	fail := r.fail
+	r.mu.Unlock()
+	if _, err := tx.Exec(ctx, `INSERT INTO low_balance_state (player_id, low, crossings)
+		SELECT unnest($1::bigint[]), false, 0 ON CONFLICT (player_id) DO UPDATE SET crossings = low_balance_state.crossings + 2`, players); err != nil {
+		return err
+	}
+	return fail
+}
+
+func (r *recorder) take() [][]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.calls
+	r.calls = nil
+	return c
+}
+
+// TestObserverToldOncePerSparksMovement: the observer hears of every post,
+// conversion and batch that moved Sparks, once, in its transaction; never
+// of a replay, a refusal or Mana; its error fails the post and rolls it back.
+func TestObserverToldOncePerSparksMovement(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	ctx := context.Background()
+	r := &recorder{}
+	s := wallet.New(pool, wallet.Options{SparksPerMana: 2, Observer: r})
+	a, b := newPlayer(t, pool), newPlayer(t, pool)
+	post := func(p int64, c wallet.Currency, d wallet.Direction, amount int64, key string) (*wallet.Transaction, error) {
+		return s.Post(ctx, wallet.PostParams{PlayerID: p, Currency: c, Direction: d, Amount: amount,
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(key)})
+	}
+
+	_, err := post(a, wallet.Sparks, wallet.Credit, 100, "a1")
+	require.NoError(t, err)
+	require.Equal(t, [][]int64{{a}}, r.take(), "an autocommit Sparks post")
+	_, err = post(a, wallet.Sparks, wallet.Credit, 100, "a1")
+	require.NoError(t, err)
+	_, err = post(a, wallet.Mana, wallet.Credit, 10, "m1")
+	require.NoError(t, err)
+	_, err = post(b, wallet.Sparks, wallet.Debit, 1, "refused")
+	require.ErrorIs(t, err, wallet.ErrInsufficientBalance)
+	require.Empty(t, r.take(), "a replay, a Mana post, a refusal")
+
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: b, Mana: 1, IdempotencyKey: wallet.CallerKey("c1")})
+	require.Error(t, err, "b has no Mana")
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: a, Mana: 5, IdempotencyKey: wallet.CallerKey("c1")})
+	require.NoError(t, err)
+	require.Equal(t, [][]int64{{a}}, r.take(), "a conversion")
+
+	fund(t, s, b, wallet.Sparks, 10)
+	r.take()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	var ps []wallet.PostParams
+	for i, p := range []int64{b, a, b, a, a} {
+		ps = append(ps, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Direction: wallet.Debit, Amount: 1,
+			Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("batch-%d", i))})
+	}
+	_, errs, err := s.PostBatchTx(ctx, tx, ps)
+	require.NoError(t, err)
+	require.Equal(t, make([]error, len(ps)), errs)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, [][]int64{{min(a, b), max(a, b)}}, r.take(), "one call per batch, players once, in order")
+
+	before := balance(t, pool, a, wallet.Sparks)
+	r.fail = errors.New("planted")
+	_, err = post(a, wallet.Sparks, wallet.Debit, 1, "fails")
+	require.ErrorIs(t, err, r.fail)
+	require.Equal(t, before, balance(t, pool, a, wallet.Sparks), "the failed observer rolled the post back")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = 'fails'`))
+	// Each committed call for a wrote in its transaction: inserted at 0,
+	// then +2 by the conversion and +2 by the batch; the failed one is gone.
+	require.Equal(t, int64(4), count(t, pool, `SELECT crossings FROM low_balance_state WHERE player_id = $1`, a))
+}
