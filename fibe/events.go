@@ -204,8 +204,10 @@ type DebtSettledData struct {
 
 // DebtForgivenData: an operator wrote a debt off.
 type DebtForgivenData struct {
-	DebtID       int64 `json:"debt_id"`
-	ManaForgiven int64 `json:"mana_forgiven"`
+	DebtID          int64  `json:"debt_id"` // the player's id: debts are kept one per player
+	ManaForgiven    int64  `json:"mana_forgiven"`
+	ManaOutstanding int64  `json:"mana_outstanding"` // 0: the whole debt is written off
+	Reason          string `json:"reason"`
 }
 
 // MarqueeFundedData: a Marquee's service day was paid.

@@ -154,3 +154,49 @@ func markRefundedAndEmit(ctx context.Context, pool *pgxpool.Pool, p *Payment, re
 	}
 	return nil
 }
+
+// debtForgivenData is debt.forgiven's data. Debts are kept one row per
+// player (the debts row's key is the player's id), so debt_id is the
+// player's id.
+type debtForgivenData struct {
+	DebtID          int64  `json:"debt_id"`
+	ManaForgiven    int64  `json:"mana_forgiven"`
+	ManaOutstanding int64  `json:"mana_outstanding"`
+	Reason          string `json:"reason"`
+}
+
+// ForgiveDebt writes the player's whole debt off under the operator's key
+// (wallet.Store.ForgiveDebtTx) and reports it as debt.forgiven in the same
+// transaction, keyed on the forgiveness's own key: a replayed key writes
+// no second event, and a key that found nothing owed reports nothing (no
+// debt was written off). It commits through durable.Commit.
+func ForgiveDebt(ctx context.Context, pool *pgxpool.Pool, ws *wallet.Store, playerID int64, key, reason string) (*wallet.Forgiveness, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: forgive debt of player %d: %w", playerID, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	f, err := ws.ForgiveDebtTx(ctx, tx, playerID, key, reason)
+	if err != nil {
+		return nil, err
+	}
+	if !f.Replayed && f.Mana > 0 {
+		if err := emitForgiven(ctx, tx, f, reason); err != nil {
+			return nil, err
+		}
+	}
+	if err := durable.Commit(ctx, tx); err != nil {
+		return nil, fmt.Errorf("fulfillment: commit forgiveness of player %d: %w", playerID, err)
+	}
+	return f, nil
+}
+
+func emitForgiven(ctx context.Context, tx pgx.Tx, f *wallet.Forgiveness, reason string) error {
+	left, err := wallet.OutstandingDebt(ctx, tx, f.PlayerID)
+	if err != nil {
+		return err
+	}
+	_, err = events.EmitTx(ctx, tx, events.Event{Type: events.DebtForgiven, Key: f.Key, PlayerID: f.PlayerID,
+		Data: debtForgivenData{DebtID: f.PlayerID, ManaForgiven: f.Mana, ManaOutstanding: left, Reason: reason}})
+	return err
+}

@@ -429,7 +429,7 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 		}
 		moved, err = r.adjust(ctx, player, cur, s, key)
 	case OpForgive:
-		_, err = r.e.wallet.ForgiveDebt(ctx, player, key, "sim")
+		_, err = fulfillment.ForgiveDebt(ctx, r.e.Pool, r.e.wallet, player, key, "sim")
 	}
 	if errors.Is(err, wallet.ErrInsufficientBalance) || errors.Is(err, wallet.ErrOutstandingDebt) {
 		moved, err = false, nil
