@@ -20,13 +20,15 @@ import (
 func UnappliedKey(paymentRowID int64) string { return events.UnappliedKey(paymentRowID) }
 
 // ReversalEventKey is the key of reversal.applied and reversal.refused:
-// the provider's event, which UNIQUE (provider, event_id) makes once.
+// the provider's event, which UNIQUE (provider, event_id) makes once
+// (events.ReversalEventKey).
 func ReversalEventKey(provider, eventID string) string {
-	return "reversal_event:" + provider + ":" + eventID
+	return events.ReversalEventKey(provider, eventID)
 }
 
-// debtSettledKey: a settlement is a leg of the credit that paid it.
-func debtSettledKey(creditKey string) string { return creditKey + ":debt_settlement" }
+// debtSettledKey: a settlement is a leg of the credit that paid it
+// (events.DebtSettledKey).
+func debtSettledKey(creditKey string) string { return events.DebtSettledKey(creditKey) }
 
 func emitFulfilled(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, t *wallet.Transaction, settled int64) error {
 	key := wallet.FulfilmentKey(o.ID).String()
