@@ -52,4 +52,18 @@ func TestFundingEmitsItsEvents(t *testing.T) {
 		AND payload->'data'->>'reason' = 'insufficient_sparks'`, unfunded))
 	require.Equal(t, int64(2), e.count(`SELECT max(sequence) FROM events WHERE player_id = $1`, p))
 	e.requireClean()
+
+	// Planted, in a transaction rolled back after (the env's cleanup
+	// audits the database): the funding's event gone is reported by its
+	// check, and only by it.
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(e.ctx)) }()
+	_, err = tx.Exec(e.ctx, `DELETE FROM events WHERE id = $1`, funded)
+	require.NoError(t, err)
+	vs, err := events.Audit(e.ctx, tx)
+	require.NoError(t, err)
+	require.Len(t, vs, 1, "%v", vs)
+	require.Equal(t, "funding_without_event", vs[0].Check)
+	require.Contains(t, vs[0].Detail, wallet.FundingKey(m.ID, "2024-03-10").String())
 }

@@ -208,7 +208,9 @@ type DebtSettledData struct {
 // DebtForgivenData: an operator wrote ManaForgiven of the player's debt
 // off.
 type DebtForgivenData struct {
-	ManaForgiven int64 `json:"mana_forgiven"`
+	ManaForgiven    int64  `json:"mana_forgiven"`
+	ManaOutstanding int64  `json:"mana_outstanding"` // 0: the whole debt is written off
+	Reason          string `json:"reason"`
 }
 
 // MarqueeFundedData: a Marquee's service day was paid.

@@ -325,7 +325,7 @@ func (b *auditBase) clawIntoDebt() {
 func (b *auditBase) giveBackIgnoringForgiveness() {
 	b.t.Helper()
 	b.clawIntoDebt()
-	_, err := wallet.New(b.pool, wallet.Options{}).ForgiveDebt(context.Background(), b.player, "plant", "plant")
+	_, err := fulfillment.ForgiveDebt(context.Background(), b.pool, wallet.New(b.pool, wallet.Options{}), b.player, "plant", "plant")
 	require.NoError(b.t, err)
 	b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
 		_, _, err := ws.CreditSettlingTx(ctx, tx, wallet.PostParams{PlayerID: b.player, Currency: wallet.Mana, Amount: 600,
@@ -360,7 +360,7 @@ func TestAuditGiveBackVsForgiveness(t *testing.T) {
 		}, true},
 		"recovered as forgiven": {func(b *auditBase) {
 			b.clawIntoDebt()
-			_, err := wallet.New(b.pool, wallet.Options{}).ForgiveDebt(context.Background(), b.player, "plant", "plant")
+			_, err := fulfillment.ForgiveDebt(context.Background(), b.pool, wallet.New(b.pool, wallet.Options{}), b.player, "plant", "plant")
 			require.NoError(b.t, err)
 			b.inTx(func(ctx context.Context, tx pgx.Tx, ws *wallet.Store) {
 				g, err := ws.GiveBackTx(ctx, tx, wallet.GiveBackParams{PlayerID: b.player, Mana: 600,

@@ -20,13 +20,15 @@ import (
 func UnappliedKey(paymentRowID int64) string { return events.UnappliedKey(paymentRowID) }
 
 // ReversalEventKey is the key of reversal.applied and reversal.refused:
-// the provider's event, which UNIQUE (provider, event_id) makes once.
+// the provider's event, which UNIQUE (provider, event_id) makes once
+// (events.ReversalEventKey).
 func ReversalEventKey(provider, eventID string) string {
-	return "reversal_event:" + provider + ":" + eventID
+	return events.ReversalEventKey(provider, eventID)
 }
 
-// debtSettledKey: a settlement is a leg of the credit that paid it.
-func debtSettledKey(creditKey string) string { return creditKey + ":debt_settlement" }
+// debtSettledKey: a settlement is a leg of the credit that paid it
+// (events.DebtSettledKey).
+func debtSettledKey(creditKey string) string { return events.DebtSettledKey(creditKey) }
 
 func emitFulfilled(ctx context.Context, tx pgx.Tx, o *Order, p *Payment, t *wallet.Transaction, settled int64) error {
 	key := wallet.FulfilmentKey(o.ID).String()
@@ -117,4 +119,40 @@ func markRefundedAndEmit(ctx context.Context, pool *pgxpool.Pool, p *Payment, re
 		return fmt.Errorf("fulfillment: commit refund of payment %d: %w", p.ID, err)
 	}
 	return nil
+}
+
+// ForgiveDebt writes the player's whole debt off under the operator's key
+// (wallet.Store.ForgiveDebtTx) and reports it as debt.forgiven in the same
+// transaction, keyed on the forgiveness's own key: a replayed key writes
+// no second event, and a key that found nothing owed reports nothing (no
+// debt was written off). It commits through durable.Commit.
+func ForgiveDebt(ctx context.Context, pool *pgxpool.Pool, ws *wallet.Store, playerID int64, key, reason string) (*wallet.Forgiveness, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: forgive debt of player %d: %w", playerID, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	f, err := ws.ForgiveDebtTx(ctx, tx, playerID, key, reason)
+	if err != nil {
+		return nil, err
+	}
+	if !f.Replayed && f.Mana > 0 {
+		if err := emitForgiven(ctx, tx, f, reason); err != nil {
+			return nil, err
+		}
+	}
+	if err := durable.Commit(ctx, tx); err != nil {
+		return nil, fmt.Errorf("fulfillment: commit forgiveness of player %d: %w", playerID, err)
+	}
+	return f, nil
+}
+
+func emitForgiven(ctx context.Context, tx pgx.Tx, f *wallet.Forgiveness, reason string) error {
+	left, err := wallet.OutstandingDebt(ctx, tx, f.PlayerID)
+	if err != nil {
+		return err
+	}
+	_, err = events.EmitTx(ctx, tx, events.Event{Type: events.DebtForgiven, Key: f.Key, PlayerID: f.PlayerID,
+		Data: events.DebtForgivenData{ManaForgiven: f.Mana, ManaOutstanding: left, Reason: reason}})
+	return err
 }

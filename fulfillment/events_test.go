@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -147,4 +149,96 @@ func TestAuditFindsAFulfilmentWithoutItsEvent(t *testing.T) {
 	require.Contains(t, text, id)
 	require.Contains(t, text, "event_without_effect")
 	require.Equal(t, 2, strings.Count(text, "invariant 12"), text)
+}
+
+// Every check of the events' invariant, planted: one player's history
+// makes an effect of each type the payment path reports (a debt opened
+// and forgiven, another opened and settled by a later fulfilment, a
+// reversal applied and one refused, a payment unapplied and marked
+// refunded), the audit is clean, and then, one type at a time in a
+// transaction rolled back after, the type's events are deleted and the
+// audit names exactly that type's check. An event of a forgiveness that
+// does not exist is named too.
+func TestAuditFindsEveryEffectWithoutItsEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newReversalEnv(t)
+	ws := wallet.New(e.pool, wallet.Options{})
+	spent := func(key string) {
+		_, err := ws.Adjust(ctx, wallet.AdjustParams{PlayerID: e.player, Currency: wallet.Mana, Amount: -1000, Reason: "spent", Key: key})
+		require.NoError(t, err)
+	}
+	e.buy("pi_a")
+	require.Equal(t, "completed", waitJobs(t, e.pool, 1)[0].State)
+	spent("spend-a")
+	e.reverse("evt_refund_a", "pi_a", "re_a", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")
+	require.Equal(t, int64(1000), e.debt())
+	_, err := fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "plant", "support")
+	require.NoError(t, err)
+	e.buy("pi_b")
+	waitJobs(t, e.pool, 2)
+	spent("spend-b")
+	e.reverse("evt_refund_b", "pi_b", "re_b", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")
+	require.Equal(t, int64(1000), e.debt())
+	oc := e.buy("pi_c")
+	waitJobs(t, e.pool, 3)
+	require.Zero(t, e.debt(), "the third fulfilment settled the second debt")
+	e.reverse("evt_eur", "pi_c", "re_eur", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "eur")
+	payWith(t, e.pool, e.client, "stripe", "evt_pi_c2", "pi_c2", oc.ID, 999, "usd")
+	waitJobs(t, e.pool, 4)
+	ps, err := fulfillment.ListPayments(ctx, e.pool, fulfillment.ListPaymentsParams{OrderID: oc.ID})
+	require.NoError(t, err)
+	for _, p := range ps {
+		if p.PaymentID == "pi_c2" {
+			_, changed, err := fulfillment.MarkRefunded(ctx, e.pool, p.ID, "re_by_hand")
+			require.NoError(t, err)
+			require.True(t, changed)
+		}
+	}
+	requireClean(t, e.pool)
+
+	for typ, check := range map[string]string{
+		events.OrderFulfilled:   "fulfilment_without_event",
+		events.PaymentUnapplied: "unapplied_without_event",
+		events.PaymentRefunded:  "refund_without_event",
+		events.ReversalApplied:  "reversal_without_event",
+		events.ReversalRefused:  "reversal_without_event",
+		events.DebtOpened:       "debt_opened_without_event",
+		events.DebtSettled:      "debt_settled_without_event",
+		events.DebtForgiven:     "forgiveness_without_event",
+	} {
+		checks := auditWithout(t, e.pool, func(tx pgx.Tx) {
+			tag, err := tx.Exec(ctx, `DELETE FROM events WHERE type = $1 AND player_id = $2`, typ, e.player)
+			require.NoError(t, err)
+			require.Positive(t, tag.RowsAffected(), "the history made no %s event", typ)
+		})
+		require.Equal(t, []string{check}, checks, "%s events deleted", typ)
+	}
+	checks := auditWithout(t, e.pool, func(tx pgx.Tx) {
+		_, err := events.EmitTx(ctx, tx, events.Event{Type: events.DebtForgiven, Key: "no such forgiveness", PlayerID: e.player,
+			Data: map[string]any{"mana_forgiven": 1}})
+		require.NoError(t, err)
+	})
+	require.Equal(t, []string{"event_without_effect"}, checks)
+	requireClean(t, e.pool)
+}
+
+// auditWithout runs plant in a transaction, the events' audit in it, and
+// rolls it back; it returns the names of the checks that found something.
+func auditWithout(t *testing.T, pool *pgxpool.Pool, plant func(tx pgx.Tx)) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+	plant(tx)
+	vs, err := events.Audit(ctx, tx)
+	require.NoError(t, err)
+	var checks []string
+	for _, v := range vs {
+		if !slices.Contains(checks, v.Check) {
+			checks = append(checks, v.Check)
+		}
+	}
+	return checks
 }

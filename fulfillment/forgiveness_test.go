@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -48,7 +49,7 @@ func TestWonAfterForgivenessRecoversTheWriteOff(t *testing.T) {
 			}
 			dispute("evt_opened", c.opened)
 			require.Equal(t, c.debt, e.debt())
-			f, err := ws.ForgiveDebt(ctx, e.player, "goodwill", "support ticket 7")
+			f, err := fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "goodwill", "support ticket 7")
 			require.NoError(t, err)
 			require.Equal(t, c.debt, f.Mana)
 			requireClean(t, e.pool)
@@ -90,4 +91,62 @@ func spend(t *testing.T, ws *wallet.Store, player, n int64) {
 	_, err = ws.Debit(ctx, wallet.PostParams{PlayerID: player, Currency: wallet.Sparks, Amount: c.SparksCredit.Amount,
 		Kind: wallet.KindFunding, IdempotencyKey: wallet.FundingKey(1, "2026-11-30")})
 	require.NoError(t, err)
+}
+
+// A debt forgiven under one key by N operators at once: one write-off,
+// one debt.forgiven under the id derived from the forgiveness's key with
+// what was written off, every caller answered the same Mana, and the full
+// audit, events included, is clean. A key that finds nothing owed spends
+// itself and sends nothing; a bad key is refused before anything is
+// written.
+func TestForgiveDebtEmitsOneEventUnderRacingKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newReversalEnv(t)
+	ws := wallet.New(e.pool, wallet.Options{})
+	o := e.buy("pi_forgive")
+	require.Equal(t, "completed", waitJobs(t, e.pool, 1)[0].State)
+	spend(t, ws, e.player, 1000)
+	j := e.reverse("evt_refund", "pi_forgive", "re_forgive", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd")
+	require.Equal(t, "completed", j.State, j.Errors)
+	require.Equal(t, int64(1000), e.debt())
+	requireClean(t, e.pool)
+
+	const n = 8
+	var wg sync.WaitGroup
+	got := make([]*wallet.Forgiveness, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			got[i], errs[i] = fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "ticket-7", "support ticket 7")
+		})
+	}
+	wg.Wait()
+	replays := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, int64(1000), got[i].Mana)
+		if got[i].Replayed {
+			replays++
+		}
+	}
+	require.Equal(t, n-1, replays, "one forgiveness, the rest replays")
+	require.Zero(t, e.debt())
+	id := events.ID(events.DebtForgiven, wallet.OperatorKey(wallet.OperatorForgive, "ticket-7").String())
+	data := eventData(t, e.pool, id)
+	require.NotNil(t, data, "debt.forgiven was written under the forgiveness's key")
+	require.Equal(t, map[string]any{"mana_forgiven": float64(1000),
+		"mana_outstanding": float64(0), "reason": "support ticket 7"}, data)
+	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM events WHERE type = 'debt.forgiven'`))
+	require.Equal(t, o.PlayerID, e.player)
+	requireClean(t, e.pool)
+
+	f, err := fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "nothing-owed", "again")
+	require.NoError(t, err)
+	require.Zero(t, f.Mana)
+	require.False(t, f.Replayed)
+	_, err = fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "order:1:fulfilment", "a system key")
+	require.ErrorIs(t, err, wallet.ErrReservedKey)
+	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM events WHERE type = 'debt.forgiven'`), "nothing owed, nothing sent")
+	requireClean(t, e.pool)
 }

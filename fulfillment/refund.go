@@ -2,8 +2,7 @@ package fulfillment
 
 import (
 	"context"
-	"strconv"
-
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/provider"
 )
 
@@ -16,7 +15,6 @@ type Refunder interface {
 	Refund(ctx context.Context, r provider.RefundRequest) (refundID string, err error)
 }
 
-// RefundKey is the provider idempotency key of the refund of payment row id.
-func RefundKey(paymentRowID int64) string {
-	return "billing-payment-" + strconv.FormatInt(paymentRowID, 10) + "-refund"
-}
+// RefundKey is the provider idempotency key of the refund of payment row
+// id, and the key of its payment.refunded (events.RefundedKey).
+func RefundKey(paymentRowID int64) string { return events.RefundedKey(paymentRowID) }

@@ -250,13 +250,18 @@ type Forgiveness struct {
 	PlayerID int64
 	Mana     int64 // forgiven by this key (0: there was nothing to forgive)
 	Replayed bool
+	// Key is the forgiveness's own key as stored (debt_forgiveness.key,
+	// OperatorKey(OperatorForgive, key)): what reports it are keyed on it.
+	Key string
 }
 
 // ForgiveDebt writes the player's whole debt off under the operator's key
 // (stored as OperatorKey(OperatorForgive, key)): a Mana credit from
 // bad_debt then a debit to receivable, the wallet unchanged. The key is
 // spent whatever the outcome (0 Mana when nothing was owed): the same key
-// again answers the first result and moves nothing.
+// again answers the first result and moves nothing. It commits through
+// durable.Commit; ForgiveDebtTx is the same inside the caller's
+// transaction.
 func (s *Store) ForgiveDebt(ctx context.Context, playerID int64, key, reason string) (*Forgiveness, error) {
 	k := OperatorKey(OperatorForgive, key)
 	if err := k.check(); err != nil {
@@ -272,6 +277,19 @@ func (s *Store) ForgiveDebt(ctx context.Context, playerID int64, key, reason str
 		return nil, err
 	}
 	return f, durable.Commit(ctx, tx)
+}
+
+// ForgiveDebtTx is ForgiveDebt inside tx, for a caller that writes what
+// reports the forgiveness (its event) in the same transaction: the key is
+// spent, and the debt written off, when tx commits. A replay (the key
+// already spent) answers Replayed and writes nothing. After an error, tx
+// is to be rolled back.
+func (s *Store) ForgiveDebtTx(ctx context.Context, tx pgx.Tx, playerID int64, key, reason string) (*Forgiveness, error) {
+	k := OperatorKey(OperatorForgive, key)
+	if err := k.check(); err != nil {
+		return nil, err
+	}
+	return s.forgive(ctx, tx, playerID, k, reason)
 }
 
 func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key Key, reason string) (*Forgiveness, error) {
@@ -290,7 +308,8 @@ func (s *Store) forgive(ctx context.Context, tx pgx.Tx, playerID int64, key Key,
 			return nil, err
 		}
 	}
-	return &Forgiveness{PlayerID: playerID, Mana: owed}, recordForgiveness(ctx, tx, playerID, owed, key.String(), reason)
+	f := &Forgiveness{PlayerID: playerID, Mana: owed, Key: key.String()}
+	return f, recordForgiveness(ctx, tx, playerID, owed, key.String(), reason)
 }
 
 // writeOff moves owed Mana from bad_debt to receivable through the wallet
@@ -326,7 +345,7 @@ func recordForgiveness(ctx context.Context, tx pgx.Tx, playerID, mana int64, key
 
 // forgiven returns the forgiveness already recorded under key, or nil.
 func forgiven(ctx context.Context, tx pgx.Tx, key string) (*Forgiveness, error) {
-	f := &Forgiveness{Replayed: true}
+	f := &Forgiveness{Replayed: true, Key: key}
 	err := tx.QueryRow(ctx, `SELECT player_id, mana FROM debt_forgiveness WHERE key = $1`, key).Scan(&f.PlayerID, &f.Mana)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

@@ -129,7 +129,7 @@ func TestForgiveNothingSpendsTheKey(t *testing.T) {
 	require.Equal(t, int64(12), debtOf(t, pool, player))
 	f, err := s.ForgiveDebt(ctx, player, "ops-zero", "racing")
 	require.NoError(t, err)
-	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true}, *f)
+	require.Equal(t, wallet.Forgiveness{PlayerID: player, Replayed: true, Key: wallet.OperatorKey(wallet.OperatorForgive, "ops-zero").String()}, *f)
 	require.Equal(t, int64(12), debtOf(t, pool, player), "a replayed key never forgives a later debt")
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE kind = 'debt_write_off'`))
 

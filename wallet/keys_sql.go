@@ -55,6 +55,15 @@ func SQLIsReversalKey(key string) string {
 	return key + " LIKE " + sqlText(paymentPrefix+"%")
 }
 
+// SQLReversalStep is the payment and the step (text expressions, in
+// decimal) of key (a text expression), the key of a reversal step or of
+// a leg derived from one (SQLIsReversalKey): payment:<payment>:<step>:...
+// The reversal id that follows may hold ':'; the two fields before it
+// never do.
+func SQLReversalStep(key string) (payment, step string) {
+	return "split_part(" + key + ", ':', 2)", "split_part(" + key + ", ':', 3)"
+}
+
 // SQLIsGivenBack is true when key (a text expression) is the GivenBack key
 // of a reversal step: (<key> LIKE 'payment:%' AND right(<key>, 5) = ':back').
 func SQLIsGivenBack(key string) string { return sqlIsReversalLeg(key, givenBackSuffix) }

@@ -3,6 +3,7 @@ package wallet
 import (
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,6 +43,11 @@ func TestSQLKeysMatchTheirGoForms(t *testing.T) {
 		require.Equal(t, ReversalPrefix(id), evalText(t, conn, SQLReversalPrefix("$1::bigint"), id))
 		step := ReversalKey(id, 3, "re_1")
 		require.True(t, strings.HasPrefix(step.String(), ReversalPrefix(id)))
+		for _, k := range []Key{ReversalKey(id, 3, "re:1:x"), ReversalKey(id, 3, "re_1").leg(debtSuffix)} {
+			payment, n := SQLReversalStep("$1::text")
+			require.Equal(t, strconv.FormatInt(id, 10), evalText(t, conn, payment, k.String()))
+			require.Equal(t, "3", evalText(t, conn, n, k.String()))
+		}
 		require.Equal(t, step.GivenBack().recovery().String(), evalText(t, conn, SQLRecoveryKey("$1::text"), step.GivenBack().String()))
 		require.Equal(t, FulfilmentKey(id).Settlement().String(), evalText(t, conn, SQLSettlementKey("$1::text"), FulfilmentKey(id).String()))
 	}

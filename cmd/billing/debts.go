@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -66,14 +67,15 @@ func newDebtsForgiveCmd() *cobra.Command {
 the wallet is unchanged, the debt becomes 0, and conversions are allowed again.
 The key is spent whatever it found (0 Mana when nothing was owed): the same
 --key again prints the first result and moves nothing, even after a new debt
-(replay-safe); choose a new key for a new decision. The reason is kept in the ledger.`,
+(replay-safe); choose a new key for a new decision. The reason is kept in the ledger.
+A forgiveness that wrote Mana off sends debt.forgiven, written in its transaction.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reason == "" {
 				return fmt.Errorf("--reason is required")
 			}
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) error {
-				f, err := newWallet(pool, cfg).ForgiveDebt(ctx, player, key, reason)
+				f, err := fulfillment.ForgiveDebt(ctx, pool, newWallet(pool, cfg), player, key, reason)
 				if err != nil {
 					return err
 				}

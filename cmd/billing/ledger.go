@@ -50,8 +50,10 @@ its payment) or a live River job, whatever its age; each one with neither
 "invariant 11 event_without_outcome <provider>/<event id>": billing webhooks
 redrive re-enqueues it, billing webhooks close closes it on purpose. Then
 invariant 12: every effect the outgoing event catalogue reports (a
-fulfilment, a funding debit, a payment recorded unapplied) has its event,
-and no order.fulfilled event lacks its credit.
+fulfilment, a funding debit, a payment recorded unapplied or refunded, a
+refund or dispute event accepted or refused, a debt opened, settled by a
+fulfilment or forgiven) has its event, and no order.fulfilled or
+debt.forgiven event lacks its effect.
 
 Clean: one summary line on stdout (it names the invariants checked), exit 0. Otherwise every violation, one a
 line with the ids to look at, then the summary, and exit 1. --player audits

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/fulfillment"
-	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
 func newPaymentsCmd() *cobra.Command {
@@ -32,23 +31,19 @@ func newPaymentsMarkRefundedCmd() *cobra.Command {
 		Short: "Record that an unapplied payment was refunded by hand at the provider",
 		Long: `mark-refunded records that the unapplied payment with row id --payment (id=
 in 'billing payments list --unapplied', "id" with --json) was refunded in
-the provider's dashboard, under the provider's refund id. It
-moves no money (an unapplied payment minted nothing); the payment leaves the
---unapplied list. Run it after the refund, never instead of it. Replay-safe:
+the provider's dashboard, under the provider's refund id, and sends
+payment.refunded. It moves no money (an unapplied payment minted nothing);
+the payment leaves the --unapplied list. Run it after the refund, never instead of it. Replay-safe:
 the same payment and refund id again change nothing; another refund id for
 a payment already marked, or a payment that minted its order's Mana (whose
 refunds arrive as the provider's webhooks), is refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withPool(cmd, func(ctx context.Context, pool *pgxpool.Pool, _ *config.Config) error {
-				// The mark is reported done only once a synchronous standby has
-				// it; on ErrNotDurable the same command again is the retry.
-				var p *fulfillment.Payment
-				var changed bool
-				err := durable.Do(ctx, pool, func(conn *pgxpool.Conn) (err error) {
-					p, changed, err = fulfillment.MarkRefunded(ctx, conn, payment, refundID)
-					return err
-				})
+				// The mark (and its payment.refunded) is reported done only once
+				// a synchronous standby has it; on ErrNotDurable the same command
+				// again is the retry.
+				p, changed, err := fulfillment.MarkRefunded(ctx, pool, payment, refundID)
 				if err != nil {
 					return err
 				}

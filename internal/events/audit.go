@@ -72,6 +72,45 @@ FROM (SELECT player_id, type, count(*) AS n FROM events
 LEFT JOIN low_balance_state s USING (player_id)
 WHERE e.n > CASE WHEN e.type = '` + WalletLowBalance + `' THEN (coalesce(s.crossings, 0) + 1) / 2
 	ELSE coalesce(s.crossings, 0) / 2 END`},
+	{"refund_without_event", `
+SELECT format('payment %s (%s %s) was recorded refunded and has no payment.refunded event', p.id, p.provider, p.payment_id)
+FROM payments p, events_epoch ep
+WHERE p.status = 'refunded' AND p.created_at >= ep.started
+	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = ` + idSQL(PaymentRefunded, sqlRefundedKey("p.id")) + `)`},
+	// Decisions against a known payment; a refund or dispute of a payment
+	// never known is refused with no player to report it to.
+	{"reversal_without_event", `
+SELECT format('%s event %s was %s against payment %s and has no reversal.%s event', r.provider, r.event_id, r.status, r.payment,
+	CASE r.status WHEN 'accepted' THEN 'applied' ELSE 'refused' END)
+FROM reversal_events r, events_epoch ep
+WHERE r.status IN ('accepted', 'refused') AND r.payment IS NOT NULL AND r.decided_at >= ep.started
+	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = CASE r.status
+		WHEN 'accepted' THEN ` + idSQL(ReversalApplied, sqlReversalEventKey("r.provider", "r.event_id")) + `
+		ELSE ` + idSQL(ReversalRefused, sqlReversalEventKey("r.provider", "r.event_id")) + ` END)`},
+	{"debt_opened_without_event", `
+SELECT format('wallet transaction %s (key %s) opened a debt and has no debt.opened event', t.id, t.idempotency_key)
+FROM wallet_transactions t, events_epoch ep
+WHERE t.kind = '` + string(wallet.KindDebt) + `' AND ` + wallet.SQLIsReversalKey("t.idempotency_key") + ` AND t.created_at >= ep.started
+	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = ` + idSQL(DebtOpened, sqlDebtOpenedKey(wallet.SQLReversalStep("t.idempotency_key"))) + `)`},
+	// Settlements out of a fulfilment's credit: the ones the payment path
+	// reports (an operator's adjustment settles without an event).
+	{"debt_settled_without_event", `
+SELECT format('wallet transaction %s (key %s) settled a debt out of fulfilment %s and has no debt.settled event', s.id, s.idempotency_key, f.id)
+FROM wallet_transactions f
+JOIN wallet_transactions s ON s.idempotency_key = ` + wallet.SQLSettlementKey("f.idempotency_key") + `
+CROSS JOIN events_epoch ep
+WHERE ` + wallet.SQLIsFulfilmentKey("f.idempotency_key") + ` AND f.created_at >= ep.started
+	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = ` + idSQL(DebtSettled, sqlDebtSettledKey("f.idempotency_key")) + `)`},
+	{"forgiveness_without_event", `
+SELECT format('forgiveness %s of player %s wrote %s Mana off and has no debt.forgiven event', f.key, f.player_id, f.mana)
+FROM debt_forgiveness f, events_epoch ep
+WHERE f.mana > 0 AND f.created_at >= ep.started
+	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = ` + idSQL(DebtForgiven, "f.key") + `)`},
+	{"event_without_effect", `
+SELECT format('debt.forgiven event %s names no forgiveness that wrote Mana off', e.id)
+FROM events e
+WHERE e.type = 'debt.forgiven' AND NOT EXISTS (SELECT 1 FROM debt_forgiveness f
+	WHERE f.mana > 0 AND e.id = ` + idSQL(DebtForgiven, "f.key") + `)`},
 	{"event_without_effect", `
 SELECT format('%s event %s names wallet transaction %s, which does not exist', e.type, e.id, e.payload->'data'->>'wallet_transaction_id')
 FROM events e

@@ -143,7 +143,9 @@ type DebtSettledData struct {
 
 // DebtForgivenData is debt.forgiven's data.
 type DebtForgivenData struct {
-	ManaForgiven int64 `json:"mana_forgiven"`
+	ManaForgiven    int64  `json:"mana_forgiven"`
+	ManaOutstanding int64  `json:"mana_outstanding"` // 0: the whole debt is written off
+	Reason          string `json:"reason"`
 }
 
 // MarqueeFundedData is marquee.funded's data.
@@ -191,7 +193,49 @@ func DebtOpenedKey(paymentRowID, step int64) string {
 	return debtOpenedPrefix + strconv.FormatInt(paymentRowID, 10) + "/" + strconv.FormatInt(step, 10)
 }
 
+// sqlDebtOpenedKey is DebtOpenedKey in SQL, of text expressions holding
+// the payment's row id and the step in decimal.
+func sqlDebtOpenedKey(paymentRowID, step string) string {
+	return "'" + debtOpenedPrefix + "' || " + paymentRowID + " || '/' || " + step
+}
+
+// The keys of the effects that are keyed on something other than a
+// wallet transaction's own key. Their forms are stored (every event id
+// derives from one), so they stay as they are; their Go and SQL forms
+// live here side by side, and a test ties the two.
+
+// RefundedKey is the key of payment.refunded: the key of the refund of
+// the payment's row, which is also our refund's idempotency key at the
+// provider.
+func RefundedKey(paymentRowID int64) string {
+	return refundPrefix + strconv.FormatInt(paymentRowID, 10) + refundSuffix
+}
+
+func sqlRefundedKey(paymentRowID string) string {
+	return "'" + refundPrefix + "' || " + paymentRowID + " || '" + refundSuffix + "'"
+}
+
+// ReversalEventKey is the key of reversal.applied and reversal.refused:
+// the provider's event, which UNIQUE (provider, event_id) makes once.
+func ReversalEventKey(provider, eventID string) string {
+	return reversalEventPrefix + provider + ":" + eventID
+}
+
+func sqlReversalEventKey(provider, eventID string) string {
+	return "'" + reversalEventPrefix + "' || " + provider + " || ':' || " + eventID
+}
+
+// DebtSettledKey is the key of debt.settled: a settlement is a leg of the
+// credit that paid it, so it is keyed on that credit's key.
+func DebtSettledKey(creditKey string) string { return creditKey + debtSettledSuffix }
+
+func sqlDebtSettledKey(creditKey string) string { return creditKey + " || '" + debtSettledSuffix + "'" }
+
 const (
-	unappliedPrefix  = "event:unapplied/"
-	debtOpenedPrefix = "event:debt_opened/"
+	unappliedPrefix     = "event:unapplied/"
+	debtOpenedPrefix    = "event:debt_opened/"
+	refundPrefix        = "billing-payment-"
+	refundSuffix        = "-refund"
+	reversalEventPrefix = "reversal_event:"
+	debtSettledSuffix   = ":debt_settlement"
 )

@@ -108,7 +108,7 @@ func (tb *timelineBench) debt(ctx context.Context, i int) error {
 		if i%2 == 1 {
 			return nil
 		}
-		_, err := ws.ForgiveDebt(ctx, o.PlayerID, fmt.Sprintf("tlb-forgive-%d", o.ID), "bench")
+		_, err := fulfillment.ForgiveDebt(ctx, tb.env.Pool, ws, o.PlayerID, fmt.Sprintf("tlb-forgive-%d", o.ID), "bench")
 		return err
 	})
 }

@@ -46,7 +46,7 @@ func eventID(n int) string { return fmt.Sprintf("evt_%032x", n) }
 func body(id, typ string, player, seq int64) []byte {
 	return []byte(`{"id":"` + id + `","type":"` + typ + `","api_version":"2026-12-01","created_at":"2026-12-01T10:00:00Z",` +
 		`"player_id":` + strconv.FormatInt(player, 10) + `,"sequence":` + strconv.FormatInt(seq, 10) +
-		`,"data":{"debt_id":4,"mana_forgiven":20}}`)
+		`,"data":{"mana_forgiven":20,"mana_outstanding":0,"reason":"support"}}`)
 }
 
 // post delivers body as billing does, signed by the Standard Webhooks

@@ -154,7 +154,7 @@ func TestPlayerVerdictTellsRefundsAndForgiveness(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "completed", e.reverse(a, "evt_refund_a", "ch_a", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
 	require.Equal(t, "completed", e.reverse(b, "evt_refund_b", "ch_b", fulfillment.ReversalRefund, fulfillment.StateSucceeded, 999, "usd"))
-	_, err = ws.ForgiveDebt(ctx, e.player, "ticket-7", "goodwill")
+	_, err = fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "ticket-7", "goodwill")
 	require.NoError(t, err)
 	e.requireClean()
 	tl, err := timeline.Player(ctx, e.pool, registry, e.player, time.Time{})

@@ -217,7 +217,7 @@ func seedHistories(t *testing.T, e *env) {
 	_, err := ws.Adjust(ctx, wallet.AdjustParams{PlayerID: e.player, Currency: wallet.Mana, Amount: -800, Reason: "spent", Key: "spend"})
 	require.NoError(t, err)
 	require.Equal(t, "completed", e.reverse(twice, "evt_dispute", "dp_1", fulfillment.ReversalDispute, fulfillment.StateOpen, 999, "usd"))
-	_, err = ws.ForgiveDebt(ctx, e.player, "ticket-1", "goodwill")
+	_, err = fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "ticket-1", "goodwill")
 	require.NoError(t, err)
 	require.Equal(t, "completed", e.pay(e.open(provider.Creem, "k3"), "evt_pay_3"), "a later purchase")
 	require.Equal(t, "completed", e.deliverAndWait("stripe", "evt_early", providerevents.ReversalEvent("stripe", "evt_early", "pi_unknown",

@@ -274,7 +274,7 @@ func TestDebtForgiven(t *testing.T) {
 	require.Equal(t, []int64{e.player}, []int64{debts[0].PlayerID})
 	require.Equal(t, int64(600), debts[0].Mana)
 
-	_, err = ws.ForgiveDebt(ctx, e.player, "ticket-42", "goodwill, ticket 42")
+	_, err = fulfillment.ForgiveDebt(ctx, e.pool, ws, e.player, "ticket-42", "goodwill, ticket 42")
 	require.NoError(t, err)
 	e.requireClean()
 	tl = e.order(o.ID)

@@ -437,7 +437,7 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 		}
 		moved, err = r.adjust(ctx, player, cur, s, key)
 	case OpForgive:
-		_, err = r.e.wallet.ForgiveDebt(ctx, player, key, "sim")
+		_, err = fulfillment.ForgiveDebt(ctx, r.e.Pool, r.e.wallet, player, key, "sim")
 	case OpEndpointAdd, OpEndpointOff, OpEndpointOn, OpEndpointRot, OpResend:
 		moved, err = false, r.eventsStep(ctx, i, s)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fibe"
+	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
 	"github.com/fibe-dev/billing/wallet"
@@ -42,7 +43,7 @@ func TestConversionRefusedWhileOwing(t *testing.T) {
 	require.EqualValues(t, 0, got.body["refunded_amount"])
 	require.EqualValues(t, 0, got.body["clawed_back_mana"])
 
-	f, err := e.wallets.ForgiveDebt(ctx, alice.id, "ops-1", "test")
+	f, err := fulfillment.ForgiveDebt(ctx, e.pool, e.wallets, alice.id, "ops-1", "test")
 	require.NoError(t, err)
 	require.Equal(t, int64(50), f.Mana)
 	requireProblem(t, e.do(alice, http.MethodPost, "/v1/conversions", "c2", `{"mana":10}`), http.StatusConflict, CodeInsufficientBalance)
