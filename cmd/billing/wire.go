@@ -9,6 +9,7 @@ import (
 	"github.com/fibe-dev/billing/config"
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/payments/checkout"
 	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/internal/provider"
@@ -108,7 +109,8 @@ func enforcerOptions(cfg *config.Config) enforcer.Options {
 func (a *app) jobsDeps(logger *slog.Logger) jobs.Deps {
 	return jobs.Deps{Pool: a.pool, Wallet: a.wallet, Logger: logger, Providers: a.providers,
 		Enforcer: enforcerOptions(a.cfg), SweepSchedule: a.cfg.EnforcerSchedule,
-		ReconcileSchedule: a.cfg.ReconcileSchedule, ReconcileTimeout: a.cfg.ReconcileTimeout}
+		ReconcileSchedule: a.cfg.ReconcileSchedule, ReconcileTimeout: a.cfg.ReconcileTimeout,
+		Events: events.WorkerOptions{Timeout: a.cfg.EventsTimeout, Schedule: a.cfg.EventsRetrySchedule}}
 }
 
 // apiOptions are the web process's (package httpapi), checkouts opened by
