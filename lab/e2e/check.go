@@ -134,7 +134,7 @@ func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
 	rep.check("river settled (nothing available/running/retryable but fresh periodic churn)", settled, "")
 	checks := []func(context.Context, *Report) error{
 		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify, r.checkMoneyBack,
-		r.checkCheckouts,
+		r.checkCheckouts, r.checkSentEvents,
 	}
 	if r.fo != nil {
 		checks = append(checks, r.checkFailover)

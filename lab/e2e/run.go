@@ -108,7 +108,9 @@ type Run struct {
 	// the settle phase's own start nor outlive the run.
 	restarts sync.WaitGroup
 	// providers plays Stripe, Paddle and Creem for checkouts.
-	providers  *fakeapi.Server
+	providers *fakeapi.Server
+	// events plays the platform's consumer of the events billing sends.
+	events     *receiver
 	configPath string
 	// loadEnd (database clock): jobs created before it are the workload's.
 	loadEnd time.Time
@@ -208,6 +210,9 @@ func (r *Run) start(ctx context.Context) error {
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = harnessAppName
 	if r.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return err
+	}
+	if err := r.startReceiver(ctx); err != nil {
 		return err
 	}
 	for i := range r.opts.Webs {
@@ -378,6 +383,9 @@ func (r *Run) shutdown() {
 				r.logf("stop %s: %v", p.Name, err)
 			}
 		}
+	}
+	if r.events != nil {
+		r.events.close()
 	}
 	if r.pool != nil {
 		r.pool.Close()
