@@ -46,7 +46,7 @@ func (r *Run) settle(ctx context.Context) bool {
 		var busy int
 		err := r.pool.QueryRow(ctx, `SELECT count(*) `+pendingSQL, r.loadEnd, time.Now(),
 			[]string{"available", "running", "retryable"}, []string{"available", "running"}, churnWindow.Seconds()).Scan(&busy)
-		if err == nil && busy == 0 && r.lostRecovered(ctx) && r.sweptTwice(ctx) {
+		if err == nil && busy == 0 && r.lostRecovered(ctx) && r.sweptTwice(ctx) && r.deliveriesDone(ctx) {
 			quiet++
 			if quiet >= 3 {
 				return true
@@ -102,6 +102,18 @@ func (r *Run) sweptTwice(ctx context.Context) bool {
 	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'enforcer_sweep' AND state = 'completed'
 		AND created_at > $1`, r.loadEnd).Scan(&n)
 	return err == nil && n >= 2
+}
+
+// deliveriesDone reports whether no delivery of an event is still
+// pending but fresh churn's (an event a periodic sweep wrote after the
+// load, within churnWindow): the receiver's check judges every other one
+// delivered.
+func (r *Run) deliveriesDone(ctx context.Context) bool {
+	var n int
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM event_deliveries d JOIN events v ON v.id = d.event_id
+		WHERE d.state = 'pending' AND NOT (v.created_at >= $1 AND v.created_at > now() - make_interval(secs => $2))`,
+		r.loadEnd, churnWindow.Seconds()).Scan(&n)
+	return err == nil && n == 0
 }
 
 // lostRecovered reports whether reconciliation has claimed every payment

@@ -23,9 +23,21 @@ import (
 // records, per webhook-id, every distinct body it carried and whether one
 // was acknowledged. What it answers first is the fault; that every event
 // still arrives, under one body, is the check (checkSentEvents).
+// The runs' processes deliver events on a short schedule and timeout
+// (BILLING_EVENTS_RETRY_SCHEDULE, BILLING_EVENTS_TIMEOUT): under the
+// faults a delivery may fail a few times in a row (the receiver's answer,
+// then a worker killed under it, then a database restart), and every
+// retry must still fall inside the settle window. The whole schedule is
+// 31 s of waits over 9 attempts.
+const (
+	eventsTimeout  = 2 * time.Second
+	eventsSchedule = "1s,2s,3s,5s,5s,5s,5s,5s"
+)
+
 type receiver struct {
 	v      *fibe.WebhookVerifier
-	hang   time.Duration // longer than billing's request timeout
+	hang   time.Duration // longer than billing's request timeout (eventsTimeout)
+	slow   time.Duration // the longest slow answer, well inside it
 	mu     sync.Mutex
 	rng    *rand.Rand
 	seen   map[string]*received
@@ -51,7 +63,7 @@ func (r *Run) startReceiver(ctx context.Context) error {
 		return err
 	}
 	rc := &receiver{rng: rand.New(rand.NewPCG(uint64(r.opts.Seed), 30)), seen: map[string]*received{},
-		faults: map[string]int{}, hang: events.DefaultTimeout + 2*time.Second, url: "http://" + ln.Addr().String() + "/events"}
+		faults: map[string]int{}, hang: eventsTimeout + time.Second, slow: eventsTimeout / 2, url: "http://" + ln.Addr().String() + "/events"}
 	added, err := events.AddEndpoint(ctx, r.pool, rc.url, nil)
 	if err != nil {
 		ln.Close()
@@ -86,9 +98,15 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "flaky consumer", http.StatusInternalServerError)
 		return
 	case "slow":
-		time.Sleep(time.Second + time.Duration(rc.intn(2000))*time.Millisecond)
+		time.Sleep(rc.slow/4 + time.Duration(rc.intn(int(rc.slow/time.Millisecond)*3/4))*time.Millisecond)
 	case "hang":
-		time.Sleep(rc.hang)
+		// billing gives up first; an answer it never read is no
+		// acknowledgement.
+		select {
+		case <-time.After(rc.hang):
+		case <-req.Context().Done():
+			return
+		}
 	}
 	rc.ack(ev.ID)
 	w.WriteHeader(http.StatusNoContent)

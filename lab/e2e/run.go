@@ -265,6 +265,10 @@ func (r *Run) env() []string {
 		"BILLING_RECONCILE_SCHEDULE=@every 2s",
 		// A run on a worker killed mid-listing is rescued only after this.
 		"BILLING_RECONCILE_TIMEOUT=10s",
+		// Every event delivered within the settle window, retries included
+		// (receiver.go).
+		"BILLING_EVENTS_TIMEOUT=" + eventsTimeout.String(),
+		"BILLING_EVENTS_RETRY_SCHEDULE=" + eventsSchedule,
 	}
 }
 
