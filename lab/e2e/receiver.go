@@ -16,13 +16,6 @@ import (
 	"github.com/fibe-dev/billing/internal/events"
 )
 
-// receiver plays a service of the platform that consumes the events billing
-// sends, and a flaky one: the first attempt of each event is answered, at
-// random (seeded), 500, slowly, not within billing's request timeout, or
-// 200; every later attempt 200. It verifies each delivery with the SDK and
-// records, per webhook-id, every distinct body it carried and whether one
-// was acknowledged. What it answers first is the fault; that every event
-// still arrives, under one body, is the check (checkSentEvents).
 // The runs' processes deliver events on a short schedule and timeout
 // (BILLING_EVENTS_RETRY_SCHEDULE, BILLING_EVENTS_TIMEOUT): under the
 // faults a delivery may fail a few times in a row (the receiver's answer,
@@ -34,6 +27,13 @@ const (
 	eventsSchedule = "1s,2s,3s,5s,5s,5s,5s,5s"
 )
 
+// receiver plays a service of the platform that consumes the events billing
+// sends, and a flaky one: the first attempt of each event is answered, at
+// random (seeded), 500, slowly, not within billing's request timeout, or
+// 200; every later attempt 200. It verifies each delivery with the SDK and
+// records, per webhook-id, every distinct body it carried and whether one
+// was acknowledged. What it answers first is the fault; that every event
+// still arrives, under one body, is the check (checkSentEvents).
 type receiver struct {
 	v      *fibe.WebhookVerifier
 	hang   time.Duration // longer than billing's request timeout (eventsTimeout)
@@ -206,9 +206,9 @@ func (r *Run) checkSentEvents(ctx context.Context, rep *Report) error {
 	sort.Strings(missing)
 	sort.Strings(twoBodies)
 	sort.Strings(unknown)
-	rep.check("events: every stored event delivered at least once", len(stored) > 0 && len(missing) == 0,
-		fmt.Sprintf("%d stored, %d received (first attempts failed: %d 500, %d slow, %d past the timeout); not delivered: %v",
-			len(stored), len(rc.seen), rc.faults["500"], rc.faults["slow"], rc.faults["hang"], first(missing, 5)))
+	rep.check(fmt.Sprintf("events: every stored event delivered at least once (%d stored, %d received; first attempts answered 500: %d, slowly: %d, past the timeout: %d)",
+		len(stored), len(rc.seen), rc.faults["500"], rc.faults["slow"], rc.faults["hang"]),
+		len(stored) > 0 && len(missing) == 0, fmt.Sprintf("not delivered: %v", first(missing, 5)))
 	rep.check("events: one body per webhook-id", len(twoBodies) == 0, fmt.Sprintf("ids with two bodies: %v", first(twoBodies, 5)))
 	rep.check("events: every delivery verified, none for an unstored event", rc.bad == 0 && len(unknown) == 0,
 		fmt.Sprintf("%d failed verification; delivered but not stored: %v", rc.bad, first(unknown, 5)))
