@@ -59,6 +59,10 @@ const (
 	KeyReconcileSchedule  = "reconcile_schedule"
 	KeyReconcileTimeout   = "reconcile_timeout"
 	KeyRateLimit          = "rate_limit"
+	// The outgoing events' delivery: one request's bound, and the waits
+	// after each failed attempt.
+	KeyEventsTimeout       = "events_timeout"
+	KeyEventsRetrySchedule = "events_retry_schedule"
 )
 
 // Provider API base URLs.
@@ -74,6 +78,10 @@ const (
 	DefaultHTTPAddr      = ":8080"
 	DevHTTPAddr          = "127.0.0.1:8080"
 	defaultReconcileSpec = "@hourly"
+	// DefaultEventsRetrySchedule is package events' DefaultSchedule, as
+	// this package (which imports none of billing's) writes it: 11
+	// retries, 12 attempts over about three days.
+	DefaultEventsRetrySchedule = "5s,5m,30m,2h,5h,10h,10h,10h,10h,10h,14h"
 )
 
 // Config is the validated configuration of every billing command.
@@ -138,6 +146,12 @@ type Config struct {
 	ReconcileTimeout time.Duration
 	// RateLimit bounds each player's requests to the API (BILLING_RATE_LIMIT).
 	RateLimit RateLimit
+	// EventsTimeout bounds one delivery request of an outgoing event
+	// (default 10s); EventsRetrySchedule is the wait after each failed
+	// attempt, the delivery failing after its last (default about three
+	// days). Tests and the lab shorten both.
+	EventsTimeout       time.Duration
+	EventsRetrySchedule []time.Duration
 }
 
 // Error is a configuration error naming the key at fault.
@@ -230,6 +244,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyReconcileSchedule, defaultReconcileSpec)
 	v.SetDefault(KeyReconcileTimeout, "10m")
 	v.SetDefault(KeyRateLimit, DefaultRateLimit)
+	v.SetDefault(KeyEventsTimeout, "10s")
+	v.SetDefault(KeyEventsRetrySchedule, DefaultEventsRetrySchedule)
 }
 
 var envKeys = []string{
@@ -240,7 +256,7 @@ var envKeys = []string{
 	KeyBatchComplete, KeyLowBalanceDays,
 	KeyStripeSecretKey, KeyStripeAPIURL, KeyPaddleAPIKey, KeyPaddleEnvironment, KeyCreemAPIKey, KeyCreemAPIURL,
 	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule, KeyReconcileTimeout,
-	KeyRateLimit,
+	KeyRateLimit, KeyEventsTimeout, KeyEventsRetrySchedule,
 }
 
 func bindEnv(v *viper.Viper, env map[string]string) error {
@@ -280,6 +296,7 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 		c.validateAccess,
 		func() error { return c.decodeCatalogue(v) },
 		func() error { return c.decodeProviders(v) },
+		func() error { return c.decodeEvents(v) },
 	} {
 		if err := step(); err != nil {
 			return nil, err
@@ -400,6 +417,37 @@ func (c *Config) decodeProviders(v *viper.Viper) error {
 	c.ReconcileSchedule = sched
 	c.ReconcileTimeout, err = positiveDuration(v, KeyReconcileTimeout)
 	return err
+}
+
+// decodeEvents reads the outgoing events' request timeout and retry
+// schedule.
+func (c *Config) decodeEvents(v *viper.Viper) error {
+	var err error
+	if c.EventsTimeout, err = positiveDuration(v, KeyEventsTimeout); err != nil {
+		return err
+	}
+	if c.EventsRetrySchedule, err = ParseRetrySchedule(v.GetString(KeyEventsRetrySchedule)); err != nil {
+		return &Error{Key: KeyEventsRetrySchedule, Err: err}
+	}
+	return nil
+}
+
+// ParseRetrySchedule parses a comma-separated list of positive durations
+// such as "5s,5m,30m": the wait after each failed attempt, in turn.
+func ParseRetrySchedule(s string) ([]time.Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("want a comma-separated list of positive durations such as 5s,5m,30m, got an empty one")
+	}
+	var out []time.Duration
+	for i, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		d, err := time.ParseDuration(p)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("want a comma-separated list of positive durations such as 5s,5m,30m; wait %d is %q", i+1, p)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // paddleURL maps paddle_environment (sandbox, production, or a base URL for

@@ -201,3 +201,41 @@ func TestTimeZoneErrorSaysItOnce(t *testing.T) {
 	require.Equal(t, 1, strings.Count(err.Error(), "Mars/Olympus"), err.Error())
 	require.Contains(t, err.Error(), "service_day_tz")
 }
+
+func TestEventsSettings(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, c.EventsTimeout)
+	require.Equal(t, []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour,
+		10 * time.Hour, 10 * time.Hour, 10 * time.Hour, 10 * time.Hour, 10 * time.Hour, 14 * time.Hour},
+		c.EventsRetrySchedule, "the default is the documented three-day schedule")
+
+	c, err = config.Load(nil, config.Options{Env: map[string]string{
+		"BILLING_EVENTS_TIMEOUT": "2s", "BILLING_EVENTS_RETRY_SCHEDULE": " 1s, 2s,2s ,2s,500ms",
+	}})
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.EventsTimeout)
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, 500 * time.Millisecond},
+		c.EventsRetrySchedule)
+
+	for _, bad := range []struct{ key, val string }{
+		{config.KeyEventsTimeout, "0s"},
+		{config.KeyEventsTimeout, "-1s"},
+		{config.KeyEventsTimeout, "soon"},
+		{config.KeyEventsRetrySchedule, ""},
+		{config.KeyEventsRetrySchedule, "  "},
+		{config.KeyEventsRetrySchedule, "1s,,2s"},
+		{config.KeyEventsRetrySchedule, "1s,0s"},
+		{config.KeyEventsRetrySchedule, "1s,-2s"},
+		{config.KeyEventsRetrySchedule, "1s,5 minutes"},
+		{config.KeyEventsRetrySchedule, "1s,"},
+	} {
+		_, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_" + strings.ToUpper(bad.key): bad.val}})
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce, "%s=%q", bad.key, bad.val)
+		require.Equal(t, bad.key, ce.Key, "%s=%q", bad.key, bad.val)
+		require.Contains(t, err.Error(), "BILLING_"+strings.ToUpper(bad.key))
+		require.NotContains(t, err.Error(), "\n", "one line")
+	}
+}

@@ -114,7 +114,8 @@ func enforcerOptions(cfg *config.Config) enforcer.Options {
 func (a *app) jobsDeps(logger *slog.Logger) jobs.Deps {
 	return jobs.Deps{Pool: a.pool, Wallet: a.wallet, Logger: logger, Providers: a.providers,
 		Enforcer: enforcerOptions(a.cfg), SweepSchedule: a.cfg.EnforcerSchedule,
-		ReconcileSchedule: a.cfg.ReconcileSchedule, ReconcileTimeout: a.cfg.ReconcileTimeout}
+		ReconcileSchedule: a.cfg.ReconcileSchedule, ReconcileTimeout: a.cfg.ReconcileTimeout,
+		Events: events.WorkerOptions{Timeout: a.cfg.EventsTimeout, Schedule: a.cfg.EventsRetrySchedule}}
 }
 
 // apiOptions are the web process's (package httpapi), checkouts opened by

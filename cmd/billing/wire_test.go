@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/dev/devcheckout"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/web/httpapi"
@@ -110,4 +112,18 @@ func TestOnlyDevServesTheSimulatedCheckout(t *testing.T) {
 		require.False(t, web.Checkouts.Available(name), "web: %s has no API key", name)
 		require.True(t, dev.Checkouts.Available(name), "dev: %s opens the simulated page", name)
 	}
+}
+
+// TestEventsOptions: the delivery worker gets the configured request
+// timeout and retry schedule, and the documented defaults without them.
+func TestEventsOptions(t *testing.T) {
+	t.Parallel()
+	o := eventsOptions(newApp(loadEnv(t, map[string]string{}), nil).jobsDeps(nil))
+	require.Equal(t, events.DefaultTimeout, o.Timeout)
+	require.Equal(t, events.DefaultSchedule, o.Schedule)
+
+	cfg := loadEnv(t, map[string]string{"BILLING_EVENTS_TIMEOUT": "2s", "BILLING_EVENTS_RETRY_SCHEDULE": "1s,2s,2s,2s,2s"})
+	o = eventsOptions(newApp(cfg, nil).jobsDeps(nil))
+	require.Equal(t, 2*time.Second, o.Timeout)
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second}, o.Schedule)
 }

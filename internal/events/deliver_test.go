@@ -201,3 +201,34 @@ func waitAttempt(t *testing.T, pool *pgxpool.Pool, id string) events.Attempt {
 	}, deadline, 10*time.Millisecond, "an attempt of %s was recorded within %s", id, deadline)
 	return a
 }
+
+// TestConfiguredScheduleIsUsed: the waits between a delivery's attempts
+// are the configured schedule's (each within its 10% jitter), not the
+// default's (whose second wait, 5 minutes, is past this test's deadline).
+func TestConfiguredScheduleIsUsed(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	var n atomic.Int64
+	rc := newReceiver(t, func(http.ResponseWriter, *http.Request) int {
+		if n.Add(1) <= 3 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	ep := addEndpoint(t, pool, rc.srv.URL)
+	rc.trust(ep.Secret)
+	schedule := []time.Duration{200 * time.Millisecond, time.Second, 2 * time.Second, time.Hour}
+	startWorker(t, pool, events.WorkerOptions{Schedule: schedule})
+	ev := emit(t, pool, refunded(1, "schedule"))
+	rc.waitAcked(ev.ID)
+	shown, err := events.Show(context.Background(), pool, ev.ID)
+	require.NoError(t, err)
+	require.Len(t, shown.Deliveries, 1)
+	d := shown.Deliveries[0]
+	require.Equal(t, "delivered", d.State)
+	require.Len(t, d.Attempts, 4, "three failed attempts, then the delivered one")
+	for i := range 3 {
+		gap := d.Attempts[i+1].At.Sub(d.Attempts[i].At)
+		require.GreaterOrEqual(t, gap, schedule[i]*9/10, "wait %d: %v, the schedule says %v (±10%%)", i+1, gap, schedule[i])
+	}
+}

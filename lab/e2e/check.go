@@ -46,7 +46,7 @@ func (r *Run) settle(ctx context.Context) bool {
 		var busy int
 		err := r.pool.QueryRow(ctx, `SELECT count(*) `+pendingSQL, r.loadEnd, time.Now(),
 			[]string{"available", "running", "retryable"}, []string{"available", "running"}, churnWindow.Seconds()).Scan(&busy)
-		if err == nil && busy == 0 && r.lostRecovered(ctx) && r.sweptTwice(ctx) {
+		if err == nil && busy == 0 && r.lostRecovered(ctx) && r.sweptTwice(ctx) && r.deliveriesDone(ctx) {
 			quiet++
 			if quiet >= 3 {
 				return true
@@ -104,6 +104,18 @@ func (r *Run) sweptTwice(ctx context.Context) bool {
 	return err == nil && n >= 2
 }
 
+// deliveriesDone reports whether no delivery of an event is still
+// pending but fresh churn's (an event a periodic sweep wrote after the
+// load, within churnWindow): the receiver's check judges every other one
+// delivered.
+func (r *Run) deliveriesDone(ctx context.Context) bool {
+	var n int
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM event_deliveries d JOIN events v ON v.id = d.event_id
+		WHERE d.state = 'pending' AND NOT (v.created_at >= $1 AND v.created_at > now() - make_interval(secs => $2))`,
+		r.loadEnd, churnWindow.Seconds()).Scan(&n)
+	return err == nil && n == 0
+}
+
 // lostRecovered reports whether reconciliation has claimed every payment
 // whose webhook was lost.
 func (r *Run) lostRecovered(ctx context.Context) bool {
@@ -134,7 +146,7 @@ func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
 	rep.check("river settled (nothing available/running/retryable but fresh periodic churn)", settled, "")
 	checks := []func(context.Context, *Report) error{
 		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify, r.checkMoneyBack,
-		r.checkCheckouts,
+		r.checkCheckouts, r.checkSentEvents,
 	}
 	if r.fo != nil {
 		checks = append(checks, r.checkFailover)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/jobs"
 )
@@ -99,4 +100,36 @@ func TestSettleWaitsForRiversScheduledRetry(t *testing.T) {
 
 	retry(now.Add(time.Hour))
 	require.Equal(t, hardStop, r.stretchForRetries(ctx, deadline, hardStop), "capped")
+}
+
+// TestSettleWaitsForPendingDeliveries: a delivery of an event written
+// during the load keeps settle waiting until it is delivered; one of an
+// event written after the load, within churnWindow, does not.
+func TestSettleWaitsForPendingDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	_, err := events.AddEndpoint(ctx, pool, "http://127.0.0.1:9/events", nil)
+	require.NoError(t, err)
+	emit := func(key string) string {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		ev, err := events.EmitTx(ctx, tx, events.Event{Type: events.PaymentRefunded, Key: key, PlayerID: 1,
+			Data: events.PaymentRefundedData{Provider: "stripe", PaymentID: "cs_" + key, OrderID: 1, Amount: 5, Currency: "usd"}})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return ev.ID
+	}
+	r := &Run{pool: pool}
+	require.True(t, r.deliveriesDone(ctx), "no delivery at all")
+	load := emit("load")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT now()`).Scan(&r.loadEnd))
+	require.False(t, r.deliveriesDone(ctx), "the load's event is not delivered yet")
+	_, err = pool.Exec(ctx, `UPDATE event_deliveries SET state = 'delivered', delivered_at = now()
+		WHERE event_id = $1`, load)
+	require.NoError(t, err)
+	require.True(t, r.deliveriesDone(ctx))
+	emit("churn")
+	require.True(t, r.deliveriesDone(ctx), "an event written after the load, moments ago, is churn")
 }

@@ -108,7 +108,9 @@ type Run struct {
 	// the settle phase's own start nor outlive the run.
 	restarts sync.WaitGroup
 	// providers plays Stripe, Paddle and Creem for checkouts.
-	providers  *fakeapi.Server
+	providers *fakeapi.Server
+	// events plays the platform's consumer of the events billing sends.
+	events     *receiver
 	configPath string
 	// loadEnd (database clock): jobs created before it are the workload's.
 	loadEnd time.Time
@@ -210,6 +212,9 @@ func (r *Run) start(ctx context.Context) error {
 	if r.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return err
 	}
+	if err := r.startReceiver(ctx); err != nil {
+		return err
+	}
 	for i := range r.opts.Webs {
 		p := NewProc(fmt.Sprintf("web%d", i+1), r.opts.Binary, env, r.logFile(fmt.Sprintf("web%d", i+1)), "web", "--config", r.configPath)
 		if err := listenOnFreePort(p); err != nil {
@@ -260,6 +265,10 @@ func (r *Run) env() []string {
 		"BILLING_RECONCILE_SCHEDULE=@every 2s",
 		// A run on a worker killed mid-listing is rescued only after this.
 		"BILLING_RECONCILE_TIMEOUT=10s",
+		// Every event delivered within the settle window, retries included
+		// (receiver.go).
+		"BILLING_EVENTS_TIMEOUT=" + eventsTimeout.String(),
+		"BILLING_EVENTS_RETRY_SCHEDULE=" + eventsSchedule,
 	}
 }
 
@@ -378,6 +387,9 @@ func (r *Run) shutdown() {
 				r.logf("stop %s: %v", p.Name, err)
 			}
 		}
+	}
+	if r.events != nil {
+		r.events.close()
 	}
 	if r.pool != nil {
 		r.pool.Close()
