@@ -4,10 +4,13 @@
 // built-in defaults, so that every command works without a file. Validation
 // returns one line naming the offending key; nothing here panics.
 //
-// It parses into plain values and imports no package of billing: cmd/billing
-// is the only importer, and turns a Config into the packages' own Options
-// (the catalogue's SKUs, the Marquee plans, the provider drivers' options,
-// the batch completion mode).
+// It parses into plain values and imports no package of billing but
+// internal/provider, which knows no provider: each provider's settings are
+// data its driver's facts declare (provider.Settings), which Load is given
+// (Options.Providers), and config fills the drivers' provider.Options.
+// cmd/billing is the only importer, and turns a Config into the packages'
+// own Options (the catalogue's SKUs, the Marquee plans, the batch
+// completion mode).
 package config
 
 import (
@@ -22,6 +25,8 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 // Keys, as they appear in billing.yaml; the environment variable is
@@ -31,9 +36,6 @@ const (
 	KeyHTTPAddr         = "http_addr"
 	KeyEnforcerSchedule = "enforcer_schedule"
 	KeyServiceDayTZ     = "service_day_tz"
-	KeyStripeSecret     = "stripe_webhook_secret"
-	KeyPaddleSecret     = "paddle_webhook_secret"
-	KeyCreemSecret      = "creem_webhook_secret"
 	KeyRiverUIUser      = "riverui_user"
 	KeyRiverUIPassword  = "riverui_password"
 	KeySparksPerMana    = "sparks_per_mana"
@@ -47,13 +49,9 @@ const (
 	KeyBatchComplete    = "batch_complete"
 	KeySKUs             = "skus"
 	KeyPlans            = "plans"
-	// Provider APIs, for checkouts and reconciliation.
-	KeyStripeSecretKey    = "stripe_secret_key"
-	KeyStripeAPIURL       = "stripe_api_url"
-	KeyPaddleAPIKey       = "paddle_api_key"
-	KeyPaddleEnvironment  = "paddle_environment"
-	KeyCreemAPIKey        = "creem_api_key"
-	KeyCreemAPIURL        = "creem_api_url"
+	// Each provider's keys (its webhook secrets, API key and API URL) are
+	// its facts' (provider.Settings); these are the checkouts' and
+	// reconciliation's own.
 	KeyCheckoutSuccessURL = "checkout_success_url"
 	KeyCheckoutCancelURL  = "checkout_cancel_url"
 	KeyReconcileSchedule  = "reconcile_schedule"
@@ -65,13 +63,9 @@ const (
 	KeyEventsRetrySchedule = "events_retry_schedule"
 )
 
-// Provider API base URLs.
+// Default URLs and addresses.
 const (
-	DefaultStripeAPIURL = "https://api.stripe.com"
-	PaddleSandboxURL    = "https://sandbox-api.paddle.com"
-	PaddleProductionURL = "https://api.paddle.com"
-	DefaultCreemAPIURL  = "https://api.creem.io"
-	DefaultCheckoutURL  = "http://localhost:8080/"
+	DefaultCheckoutURL = "http://localhost:8080/"
 	// DefaultHTTPAddr is where `billing web` listens unless told; DevHTTPAddr
 	// is `billing dev`'s default, loopback only: dev serves an
 	// unauthenticated simulated checkout that mints Mana.
@@ -92,9 +86,6 @@ type Config struct {
 	EnforcerSpec     string
 	EnforcerSchedule cron.Schedule
 	ServiceDayTZ     *time.Location
-	StripeSecrets    []string
-	PaddleSecrets    []string
-	CreemSecrets     []string
 	RiverUIUser      string
 	RiverUIPassword  string
 	SparksPerMana    int64
@@ -124,14 +115,11 @@ type Config struct {
 	// when the file defines none (the built-in ones then apply).
 	SKUs  map[string]SKU
 	Plans map[string]Plan
-	// Provider API credentials and endpoints. A provider without a key
+	// Providers are the drivers' options by provider name, one for each
+	// of Options.Providers: webhook signing secrets, API key and API URL,
+	// read from the keys its facts declare. A provider without a key
 	// cannot be chosen for a checkout, nor reconciled.
-	StripeSecretKey string
-	StripeAPIURL    string
-	PaddleAPIKey    string
-	PaddleAPIURL    string // from paddle_environment: sandbox, production or a URL
-	CreemAPIKey     string
-	CreemAPIURL     string
+	Providers map[string]provider.Options
 	// Where the provider's hosted checkout sends the customer afterwards.
 	CheckoutSuccessURL string
 	CheckoutCancelURL  string
@@ -185,16 +173,25 @@ type Options struct {
 	// HTTPAddr replaces DefaultHTTPAddr as the listen address used when no
 	// flag, variable or file sets one (billing dev: DevHTTPAddr).
 	HTTPAddr string
+	// Providers are the facts of the providers whose settings Load reads:
+	// cmd/billing and the lab pass every driver's (drivers.Facts()).
+	// Without them Load reads no provider setting, and Config.Providers
+	// is empty.
+	Providers []provider.Facts
 }
 
 // Load reads flags (may be nil), the environment and the optional file.
 func Load(fs *pflag.FlagSet, opts Options) (*Config, error) {
 	v := viper.New()
 	setDefaults(v)
+	setProviderDefaults(v, opts.Providers)
 	if opts.HTTPAddr != "" {
 		v.SetDefault(KeyHTTPAddr, opts.HTTPAddr)
 	}
-	if err := bindEnv(v, opts.Env); err != nil {
+	if err := bindEnv(v, opts.Env, envKeys); err != nil {
+		return nil, err
+	}
+	if err := bindEnv(v, opts.Env, providerKeys(opts.Providers)); err != nil {
 		return nil, err
 	}
 	if fs != nil {
@@ -236,9 +233,6 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault(KeyRescueAfter, "5m")
 	v.SetDefault(KeyFundAhead, "0s")
 	v.SetDefault(KeyBatchComplete, "pilot")
-	v.SetDefault(KeyStripeAPIURL, DefaultStripeAPIURL)
-	v.SetDefault(KeyPaddleEnvironment, "production")
-	v.SetDefault(KeyCreemAPIURL, DefaultCreemAPIURL)
 	v.SetDefault(KeyCheckoutSuccessURL, DefaultCheckoutURL)
 	v.SetDefault(KeyCheckoutCancelURL, DefaultCheckoutURL)
 	v.SetDefault(KeyReconcileSchedule, defaultReconcileSpec)
@@ -250,17 +244,16 @@ func setDefaults(v *viper.Viper) {
 
 var envKeys = []string{
 	KeyDatabaseURL, KeyHTTPAddr, KeyEnforcerSchedule, KeyServiceDayTZ,
-	KeyStripeSecret, KeyPaddleSecret, KeyCreemSecret, KeyRiverUIUser,
+	KeyRiverUIUser,
 	KeyRiverUIPassword, KeySparksPerMana, KeyShutdownTimeout, KeyLogFormat,
 	KeyJobTimeout, KeyRescueAfter, KeyMetricsAddr, KeyFundAhead,
 	KeyBatchComplete, KeyLowBalanceDays,
-	KeyStripeSecretKey, KeyStripeAPIURL, KeyPaddleAPIKey, KeyPaddleEnvironment, KeyCreemAPIKey, KeyCreemAPIURL,
 	KeyCheckoutSuccessURL, KeyCheckoutCancelURL, KeyReconcileSchedule, KeyReconcileTimeout,
 	KeyRateLimit, KeyEventsTimeout, KeyEventsRetrySchedule,
 }
 
-func bindEnv(v *viper.Viper, env map[string]string) error {
-	for _, key := range envKeys {
+func bindEnv(v *viper.Viper, env map[string]string, keys []string) error {
+	for _, key := range keys {
 		name := "BILLING_" + strings.ToUpper(key)
 		if env != nil {
 			if val, ok := env[name]; ok {
@@ -281,20 +274,16 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 		HTTPAddr:        strings.TrimSpace(v.GetString(KeyHTTPAddr)),
 		MetricsAddr:     strings.TrimSpace(v.GetString(KeyMetricsAddr)),
 		EnforcerSpec:    strings.TrimSpace(v.GetString(KeyEnforcerSchedule)),
-		StripeSecrets:   splitList(v.GetString(KeyStripeSecret)),
-		PaddleSecrets:   splitList(v.GetString(KeyPaddleSecret)),
-		CreemSecrets:    splitList(v.GetString(KeyCreemSecret)),
 		RiverUIUser:     v.GetString(KeyRiverUIUser),
 		RiverUIPassword: v.GetString(KeyRiverUIPassword),
 		LogFormat:       strings.ToLower(strings.TrimSpace(v.GetString(KeyLogFormat))),
-		StripeSecretKey: strings.TrimSpace(v.GetString(KeyStripeSecretKey)),
-		StripeAPIURL:    strings.TrimSpace(v.GetString(KeyStripeAPIURL)),
 	}
 	for _, step := range []func() error{
 		func() error { return c.decodeAddresses(opts.RequireDatabase) },
 		func() error { return c.decodeRuntime(v) },
 		c.validateAccess,
-		func() error { return c.decodeCatalogue(v) },
+		func() error { return c.decodeProviderSettings(v, opts.Providers) },
+		func() error { return c.decodeCatalogue(v, opts.Providers) },
 		func() error { return c.decodeProviders(v) },
 		func() error { return c.decodeEvents(v) },
 	} {
@@ -311,9 +300,6 @@ func decode(v *viper.Viper, opts Options) (*Config, error) {
 
 // decodeAddresses checks the URLs and listen addresses decode read.
 func (c *Config) decodeAddresses(requireDatabase bool) error {
-	if u, err := url.Parse(c.StripeAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &Error{Key: KeyStripeAPIURL, Err: fmt.Errorf("want an http(s) URL, got %q", c.StripeAPIURL)}
-	}
 	if err := c.validateDatabase(requireDatabase); err != nil {
 		return err
 	}
@@ -385,29 +371,15 @@ func (c *Config) validateAccess() error {
 	return nil
 }
 
-// decodeProviders reads the provider API settings and the reconciliation
+// decodeProviders reads the checkout return URLs and the reconciliation
 // schedule.
 func (c *Config) decodeProviders(v *viper.Viper) error {
-	c.StripeSecretKey = strings.TrimSpace(v.GetString(KeyStripeSecretKey))
-	c.PaddleAPIKey = strings.TrimSpace(v.GetString(KeyPaddleAPIKey))
-	c.CreemAPIKey = strings.TrimSpace(v.GetString(KeyCreemAPIKey))
-	urls := []struct {
-		key string
-		dst *string
-		val string
-	}{
-		{KeyStripeAPIURL, &c.StripeAPIURL, v.GetString(KeyStripeAPIURL)},
-		{KeyPaddleEnvironment, &c.PaddleAPIURL, paddleURL(v.GetString(KeyPaddleEnvironment))},
-		{KeyCreemAPIURL, &c.CreemAPIURL, v.GetString(KeyCreemAPIURL)},
-		{KeyCheckoutSuccessURL, &c.CheckoutSuccessURL, v.GetString(KeyCheckoutSuccessURL)},
-		{KeyCheckoutCancelURL, &c.CheckoutCancelURL, v.GetString(KeyCheckoutCancelURL)},
+	var err error
+	if c.CheckoutSuccessURL, err = httpURL(KeyCheckoutSuccessURL, v.GetString(KeyCheckoutSuccessURL)); err != nil {
+		return err
 	}
-	for _, u := range urls {
-		val := strings.TrimRight(strings.TrimSpace(u.val), "/")
-		if p, err := url.Parse(val); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return &Error{Key: u.key, Err: fmt.Errorf("want an http(s) URL, got %q", u.val)}
-		}
-		*u.dst = val
+	if c.CheckoutCancelURL, err = httpURL(KeyCheckoutCancelURL, v.GetString(KeyCheckoutCancelURL)); err != nil {
+		return err
 	}
 	c.ReconcileSpec = strings.TrimSpace(v.GetString(KeyReconcileSchedule))
 	sched, err := ParseSchedule(c.ReconcileSpec)
@@ -450,16 +422,14 @@ func ParseRetrySchedule(s string) ([]time.Duration, error) {
 	return out, nil
 }
 
-// paddleURL maps paddle_environment (sandbox, production, or a base URL for
-// tests) to Paddle's API base URL.
-func paddleURL(env string) string {
-	switch strings.ToLower(strings.TrimSpace(env)) {
-	case "sandbox":
-		return PaddleSandboxURL
-	case "production", "":
-		return PaddleProductionURL
+// httpURL is val, an http(s) URL, without its surrounding space and
+// trailing slashes.
+func httpURL(key, val string) (string, error) {
+	u := strings.TrimRight(strings.TrimSpace(val), "/")
+	if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return "", &Error{Key: key, Err: fmt.Errorf("want an http(s) URL, got %q", val)}
 	}
-	return env
+	return u, nil
 }
 
 func (c *Config) validateDatabase(required bool) error {
@@ -481,12 +451,14 @@ func (c *Config) validateDatabase(required bool) error {
 // the Mana it grants, with its optional product name and provider
 // catalogue ids.
 type SKU struct {
-	Amount         int64  `mapstructure:"amount"`
-	Currency       string `mapstructure:"currency"`
-	Mana           int64  `mapstructure:"mana"`
-	Name           string `mapstructure:"name"`
-	CreemProductID string `mapstructure:"creem_product_id"`
-	PaddlePriceID  string `mapstructure:"paddle_price_id"`
+	Amount   int64  `mapstructure:"amount"`
+	Currency string `mapstructure:"currency"`
+	Mana     int64  `mapstructure:"mana"`
+	Name     string `mapstructure:"name"`
+	// CatalogueIDs are the SKU's ids in the providers' catalogues, by
+	// provider name, each read from the key its facts declare
+	// (provider.Settings.CatalogueID); nil when it names none.
+	CatalogueIDs map[string]string `mapstructure:"-"`
 }
 
 // Plan is one entry of billing.yaml's plans: a Marquee's price per
@@ -495,7 +467,7 @@ type Plan struct {
 	DailySparks int64 `mapstructure:"daily_sparks"`
 }
 
-func (c *Config) decodeCatalogue(v *viper.Viper) error {
+func (c *Config) decodeCatalogue(v *viper.Viper, providers []provider.Facts) error {
 	if v.IsSet(KeySKUs) {
 		c.SKUs = map[string]SKU{}
 		if err := v.UnmarshalKey(KeySKUs, &c.SKUs); err != nil {
@@ -507,6 +479,10 @@ func (c *Config) decodeCatalogue(v *viper.Viper) error {
 		s.Currency = strings.ToLower(strings.TrimSpace(s.Currency))
 		if s.Amount <= 0 || s.Mana <= 0 || len(s.Currency) != 3 {
 			return &Error{Key: KeySKUs + "." + name, Err: errors.New("needs a positive amount, a positive mana and a 3-letter currency")}
+		}
+		var err error
+		if s.CatalogueIDs, err = catalogueIDs(v, name, providers); err != nil {
+			return err
 		}
 		c.SKUs[name] = s
 	}

@@ -11,7 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
+	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 )
+
+// facts are every driver's: the provider settings Load reads.
+var facts = drivers.Facts()
 
 func TestLoadValidation(t *testing.T) {
 	t.Parallel()
@@ -44,14 +49,14 @@ func TestLoadValidation(t *testing.T) {
 		{name: "negative fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "-5m"}, wantKey: config.KeyFundAhead},
 		{name: "fund ahead over 12h", env: map[string]string{"BILLING_FUND_AHEAD": "13h"}, wantKey: config.KeyFundAhead},
 		{name: "stripe api url ok", env: map[string]string{"BILLING_STRIPE_API_URL": "http://127.0.0.1:12111", "BILLING_STRIPE_SECRET_KEY": "sk_test_x"}},
-		{name: "stripe api url not a url", env: map[string]string{"BILLING_STRIPE_API_URL": "stripe"}, wantKey: config.KeyStripeAPIURL},
+		{name: "stripe api url not a url", env: map[string]string{"BILLING_STRIPE_API_URL": "stripe"}, wantKey: "stripe_api_url"},
 		{name: "unparsable fund ahead", env: map[string]string{"BILLING_FUND_AHEAD": "soon"}, wantKey: config.KeyFundAhead},
 		{name: "rescue before timeout", env: map[string]string{"BILLING_JOB_TIMEOUT": "1m", "BILLING_RESCUE_STUCK_JOBS_AFTER": "10s"}, wantKey: config.KeyRescueAfter},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := config.LoadFile("", config.Options{RequireDatabase: tt.require, Env: tt.env})
+			c, err := config.LoadFile("", config.Options{Providers: facts, RequireDatabase: tt.require, Env: tt.env})
 			if tt.wantKey == "" {
 				require.NoError(t, err)
 				require.NotNil(t, c.EnforcerSchedule)
@@ -68,7 +73,7 @@ func TestLoadValidation(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := config.LoadFile("", config.Options{Env: map[string]string{
+	c, err := config.LoadFile("", config.Options{Providers: facts, Env: map[string]string{
 		"BILLING_STRIPE_WEBHOOK_SECRET": " whsec_old , whsec_new ",
 	}})
 	require.NoError(t, err)
@@ -78,12 +83,12 @@ func TestDefaults(t *testing.T) {
 	require.EqualValues(t, 1, c.SparksPerMana)
 	require.EqualValues(t, 3, c.LowBalanceDays)
 	require.Zero(t, c.FundAhead, "funding ahead is opt-in")
-	require.Equal(t, []string{"whsec_old", "whsec_new"}, c.StripeSecrets)
+	require.Equal(t, []string{"whsec_old", "whsec_new"}, c.Providers["stripe"].WebhookSecrets)
 	require.Nil(t, c.SKUs, "no file catalogue: cmd/billing applies the built-in one")
 	require.Nil(t, c.Plans, "no file plans: cmd/billing applies the built-in ones")
 	require.Equal(t, "pilot", c.BatchComplete)
-	require.Empty(t, c.StripeSecretKey, "no Stripe API calls without a key")
-	require.Equal(t, "https://api.stripe.com", c.StripeAPIURL)
+	require.Empty(t, c.Providers["stripe"].APIKey, "no Stripe API calls without a key")
+	require.Equal(t, "https://api.stripe.com", c.Providers["stripe"].APIURL)
 }
 
 func TestFileAndPrecedence(t *testing.T) {
@@ -101,7 +106,7 @@ plans:
   big:
     daily_sparks: 250
 `), 0o600))
-	c, err := config.LoadFile(path, config.Options{Env: map[string]string{"BILLING_HTTP_ADDR": "127.0.0.1:9100"}})
+	c, err := config.LoadFile(path, config.Options{Providers: facts, Env: map[string]string{"BILLING_HTTP_ADDR": "127.0.0.1:9100"}})
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9100", c.HTTPAddr, "env beats file")
 	require.Equal(t, "Europe/Berlin", c.ServiceDayTZ.String())
@@ -111,48 +116,48 @@ plans:
 
 	bad := filepath.Join(t.TempDir(), "billing.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("skus:\n  free:\n    amount: -1\n    currency: usd\n    mana: 5\n"), 0o600))
-	_, err = config.LoadFile(bad, config.Options{Env: map[string]string{}})
+	_, err = config.LoadFile(bad, config.Options{Providers: facts, Env: map[string]string{}})
 	var cerr *config.Error
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, "skus.free", cerr.Key)
 
-	_, err = config.LoadFile(filepath.Join(t.TempDir(), "missing.yaml"), config.Options{Env: map[string]string{}})
+	_, err = config.LoadFile(filepath.Join(t.TempDir(), "missing.yaml"), config.Options{Providers: facts, Env: map[string]string{}})
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, "config", cerr.Key)
 }
 
 func TestProviderSettings(t *testing.T) {
 	t.Parallel()
-	c, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	c, err := config.Load(nil, config.Options{Providers: facts, Env: map[string]string{}})
 	require.NoError(t, err)
-	require.Equal(t, config.DefaultStripeAPIURL, c.StripeAPIURL)
-	require.Equal(t, config.PaddleProductionURL, c.PaddleAPIURL)
-	require.Equal(t, config.DefaultCreemAPIURL, c.CreemAPIURL)
-	require.Empty(t, c.StripeSecretKey)
+	require.Equal(t, "https://api.stripe.com", c.Providers["stripe"].APIURL)
+	require.Equal(t, "https://api.paddle.com", c.Providers["paddle"].APIURL)
+	require.Equal(t, "https://api.creem.io", c.Providers["creem"].APIURL)
+	require.Empty(t, c.Providers["stripe"].APIKey)
 	require.Equal(t, "@hourly", c.ReconcileSpec)
 	require.Equal(t, 10*time.Minute, c.ReconcileTimeout)
 	require.NotNil(t, c.ReconcileSchedule)
 
-	c, err = config.Load(nil, config.Options{Env: map[string]string{
+	c, err = config.Load(nil, config.Options{Providers: facts, Env: map[string]string{
 		"BILLING_STRIPE_SECRET_KEY": " sk_test_1 ", "BILLING_STRIPE_API_URL": "http://127.0.0.1:12111/",
 		"BILLING_PADDLE_API_KEY": "pdl", "BILLING_PADDLE_ENVIRONMENT": "sandbox",
 		"BILLING_CREEM_API_KEY": "creem", "BILLING_CHECKOUT_SUCCESS_URL": "https://shop.test/ok",
 		"BILLING_RECONCILE_SCHEDULE": "@every 10m", "BILLING_RECONCILE_TIMEOUT": "45s",
 	}})
 	require.NoError(t, err)
-	require.Equal(t, "sk_test_1", c.StripeSecretKey)
-	require.Equal(t, "http://127.0.0.1:12111", c.StripeAPIURL)
-	require.Equal(t, config.PaddleSandboxURL, c.PaddleAPIURL)
+	require.Equal(t, "sk_test_1", c.Providers["stripe"].APIKey)
+	require.Equal(t, "http://127.0.0.1:12111", c.Providers["stripe"].APIURL)
+	require.Equal(t, "https://sandbox-api.paddle.com", c.Providers["paddle"].APIURL)
 	require.Equal(t, "https://shop.test/ok", c.CheckoutSuccessURL)
 	require.Equal(t, "@every 10m", c.ReconcileSpec)
 	require.Equal(t, 45*time.Second, c.ReconcileTimeout)
 
 	for key, val := range map[string]string{
-		config.KeyStripeAPIURL: "ftp://x", config.KeyPaddleEnvironment: "staging", config.KeyCreemAPIURL: "not a url",
+		"stripe_api_url": "ftp://x", "paddle_environment": "staging", "creem_api_url": "not a url",
 		config.KeyCheckoutCancelURL: "/relative", config.KeyReconcileSchedule: "hourly",
 		config.KeyReconcileTimeout: "0s",
 	} {
-		_, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_" + strings.ToUpper(key): val}})
+		_, err := config.Load(nil, config.Options{Providers: facts, Env: map[string]string{"BILLING_" + strings.ToUpper(key): val}})
 		var ce *config.Error
 		require.ErrorAs(t, err, &ce, key)
 		require.Equal(t, key, ce.Key)
@@ -163,10 +168,48 @@ func TestSKUProviderIDs(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "billing.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("skus:\n  mana_1000: {amount: 999, currency: USD, mana: 1000, name: Starter, creem_product_id: prod_1, paddle_price_id: pri_1}\n"), 0o644))
-	c, err := config.LoadFile(path, config.Options{Env: map[string]string{}})
+	c, err := config.LoadFile(path, config.Options{Providers: facts, Env: map[string]string{}})
 	require.NoError(t, err)
-	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter", CreemProductID: "prod_1",
-		PaddlePriceID: "pri_1"}, c.SKUs["mana_1000"])
+	require.Equal(t, config.SKU{Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter",
+		CatalogueIDs: map[string]string{"creem": "prod_1", "paddle": "pri_1"}}, c.SKUs["mana_1000"])
+
+	// A number is an id too (as the typed fields read it); a list is not.
+	require.NoError(t, os.WriteFile(path, []byte("skus:\n  gold: {amount: 5, currency: usd, mana: 5, creem_product_id: 42}\n"), 0o644))
+	c, err = config.LoadFile(path, config.Options{Providers: facts, Env: map[string]string{}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"creem": "42"}, c.SKUs["gold"].CatalogueIDs)
+	require.NoError(t, os.WriteFile(path, []byte("skus:\n  gold: {amount: 5, currency: usd, mana: 5, paddle_price_id: [a]}\n"), 0o644))
+	_, err = config.LoadFile(path, config.Options{Providers: facts, Env: map[string]string{}})
+	var cerr *config.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "skus.gold.paddle_price_id", cerr.Key)
+}
+
+// TestProviderSettingsAreTheDriversFacts: config reads each provider's
+// settings from the keys its facts declare, and reads none without them;
+// the keys and their defaults are the ones billing has always read.
+func TestProviderSettingsAreTheDriversFacts(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"BILLING_STRIPE_WEBHOOK_SECRET": "whsec_1", "BILLING_PADDLE_WEBHOOK_SECRET": "pdl_1",
+		"BILLING_CREEM_WEBHOOK_SECRET": "creem_1", "BILLING_PADDLE_API_KEY": "pdl", "BILLING_CREEM_API_KEY": "ck",
+		"BILLING_CREEM_API_URL": "http://127.0.0.1:1/", "BILLING_PADDLE_ENVIRONMENT": "http://127.0.0.1:2"}
+	c, err := config.Load(nil, config.Options{Providers: facts, Env: env})
+	require.NoError(t, err)
+	require.Equal(t, map[string]provider.Options{
+		"stripe": {APIURL: "https://api.stripe.com", WebhookSecrets: []string{"whsec_1"}},
+		"paddle": {APIKey: "pdl", APIURL: "http://127.0.0.1:2", WebhookSecrets: []string{"pdl_1"}},
+		"creem":  {APIKey: "ck", APIURL: "http://127.0.0.1:1", WebhookSecrets: []string{"creem_1"}},
+	}, c.Providers)
+	var keys []string
+	for _, f := range facts {
+		keys = append(keys, f.Settings.Keys()...)
+	}
+	require.ElementsMatch(t, []string{"stripe_webhook_secret", "paddle_webhook_secret", "creem_webhook_secret",
+		"stripe_secret_key", "stripe_api_url", "paddle_api_key", "paddle_environment", "creem_api_key", "creem_api_url"}, keys)
+
+	none, err := config.Load(nil, config.Options{Env: env})
+	require.NoError(t, err)
+	require.Empty(t, none.Providers, "no facts: no provider setting read")
 }
 
 // TestHTTPAddrDefaults: billing web listens on every interface unless
@@ -174,19 +217,19 @@ func TestSKUProviderIDs(t *testing.T) {
 // flag still overrides it.
 func TestHTTPAddrDefaults(t *testing.T) {
 	t.Parallel()
-	web, err := config.Load(nil, config.Options{Env: map[string]string{}})
+	web, err := config.Load(nil, config.Options{Providers: facts, Env: map[string]string{}})
 	require.NoError(t, err)
 	require.Equal(t, ":8080", web.HTTPAddr)
-	dev, err := config.Load(nil, config.Options{Env: map[string]string{}, HTTPAddr: config.DevHTTPAddr})
+	dev, err := config.Load(nil, config.Options{Providers: facts, Env: map[string]string{}, HTTPAddr: config.DevHTTPAddr})
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8080", dev.HTTPAddr)
-	env, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_HTTP_ADDR": ":9000"}, HTTPAddr: config.DevHTTPAddr})
+	env, err := config.Load(nil, config.Options{Providers: facts, Env: map[string]string{"BILLING_HTTP_ADDR": ":9000"}, HTTPAddr: config.DevHTTPAddr})
 	require.NoError(t, err)
 	require.Equal(t, ":9000", env.HTTPAddr)
 	fs := pflag.NewFlagSet("dev", pflag.ContinueOnError)
 	config.BindFlags(fs)
 	require.NoError(t, fs.Parse([]string{"--http-addr", "0.0.0.0:9001"}))
-	flag, err := config.Load(fs, config.Options{Env: map[string]string{}, HTTPAddr: config.DevHTTPAddr})
+	flag, err := config.Load(fs, config.Options{Providers: facts, Env: map[string]string{}, HTTPAddr: config.DevHTTPAddr})
 	require.NoError(t, err)
 	require.Equal(t, "0.0.0.0:9001", flag.HTTPAddr)
 }
@@ -195,7 +238,7 @@ func TestHTTPAddrDefaults(t *testing.T) {
 // is wanted instead.
 func TestTimeZoneErrorSaysItOnce(t *testing.T) {
 	t.Parallel()
-	_, err := config.Load(nil, config.Options{Env: map[string]string{"BILLING_SERVICE_DAY_TZ": "Mars/Olympus"}})
+	_, err := config.Load(nil, config.Options{Providers: facts, Env: map[string]string{"BILLING_SERVICE_DAY_TZ": "Mars/Olympus"}})
 	require.Error(t, err)
 	require.Equal(t, 1, strings.Count(err.Error(), "unknown time zone"), err.Error())
 	require.Equal(t, 1, strings.Count(err.Error(), "Mars/Olympus"), err.Error())

@@ -32,13 +32,13 @@ func TestParseRateLimit(t *testing.T) {
 
 func TestRateLimitFromEnvironment(t *testing.T) {
 	t.Parallel()
-	c, err := config.LoadFile("", config.Options{Env: map[string]string{}})
+	c, err := config.LoadFile("", config.Options{Providers: facts, Env: map[string]string{}})
 	require.NoError(t, err)
 	require.Equal(t, config.RateLimit{PerSecond: 200, Burst: 400, Concurrent: 8}, c.RateLimit, "the default")
-	c, err = config.LoadFile("", config.Options{Env: map[string]string{"BILLING_RATE_LIMIT": "off"}})
+	c, err = config.LoadFile("", config.Options{Providers: facts, Env: map[string]string{"BILLING_RATE_LIMIT": "off"}})
 	require.NoError(t, err)
 	require.Equal(t, config.RateLimit{}, c.RateLimit)
-	_, err = config.LoadFile("", config.Options{Env: map[string]string{"BILLING_RATE_LIMIT": "fast"}})
+	_, err = config.LoadFile("", config.Options{Providers: facts, Env: map[string]string{"BILLING_RATE_LIMIT": "fast"}})
 	var cerr *config.Error
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, config.KeyRateLimit, cerr.Key)

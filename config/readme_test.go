@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/viper"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 )
 
 // readmeRow is one row of the README's configuration table.
@@ -42,22 +44,26 @@ func readmeRows(t *testing.T) map[string]readmeRow {
 // TestReadmeTableMatchesSettings fails when the README's configuration
 // table and the settings disagree: a variable the program reads that the
 // table lacks, a row for a variable it does not read, or a default that is
-// not the one the program applies.
+// not the one the program applies. The providers' settings are their
+// drivers' facts'.
 func TestReadmeTableMatchesSettings(t *testing.T) {
 	t.Parallel()
 	rows := readmeRows(t)
+	facts := drivers.Facts()
+	keys := append(slices.Clone(envKeys), providerKeys(facts)...)
 	var documented []string
 	for k := range rows {
 		documented = append(documented, k)
 	}
 	slices.Sort(documented)
-	read := slices.Clone(envKeys)
+	read := slices.Clone(keys)
 	slices.Sort(read)
 	require.Equal(t, read, documented, "README's configuration table lists other variables than the program reads")
 
 	v := viper.New()
 	setDefaults(v)
-	for _, key := range envKeys {
+	setProviderDefaults(v, facts)
+	for _, key := range keys {
 		def := v.GetString(key)
 		if def == "" {
 			continue

@@ -1,7 +1,5 @@
 package fulfillment
 
-import "github.com/fibe-dev/billing/internal/provider"
-
 // SKU is a purchasable Mana pack: what it costs in a provider currency and
 // how much Mana it grants. cmd/billing makes billing.yaml's skus into SKUs;
 // an order snapshots one at checkout.
@@ -12,12 +10,13 @@ type SKU struct {
 	// Name is the product name shown on the provider's checkout (default:
 	// the SKU's key).
 	Name string
-	// CreemProductID is the Creem product a checkout of this SKU names
-	// (Creem prices by product): required to sell it through Creem.
-	CreemProductID string
-	// PaddlePriceID, when set, makes Paddle checkouts use this catalogue
-	// price instead of a non-catalogue price made from the snapshot.
-	PaddlePriceID string
+	// CatalogueIDs are the SKU's ids in the providers' catalogues, by
+	// provider name, read from the billing.yaml key each provider's facts
+	// declare (provider.Settings.CatalogueID). What one means is its
+	// driver's: Creem's product (Creem prices by product: required to
+	// sell the SKU through Creem), Paddle's catalogue price (optional: used
+	// instead of a non-catalogue price made from the snapshot).
+	CatalogueIDs map[string]string
 }
 
 // ProductName is what the customer sees on the provider's page: Name, or
@@ -31,15 +30,7 @@ func (s SKU) ProductName(key string) string {
 
 // CatalogueID is the SKU's id in provider's catalogue ("" when it has
 // none there).
-func (s SKU) CatalogueID(name string) string {
-	switch name {
-	case provider.Creem:
-		return s.CreemProductID
-	case provider.Paddle:
-		return s.PaddlePriceID
-	}
-	return ""
-}
+func (s SKU) CatalogueID(name string) string { return s.CatalogueIDs[name] }
 
 // DefaultSKUs is the built-in catalogue, used when billing.yaml defines
 // none.

@@ -197,19 +197,16 @@ func (s *demoSeed) useDevSecrets(cfg *config.Config) {
 	if s.WebhookSecrets == nil {
 		s.WebhookSecrets = map[string]string{}
 	}
-	for provider, secrets := range map[string]*[]string{
-		provider.Stripe: &cfg.StripeSecrets,
-		provider.Paddle: &cfg.PaddleSecrets,
-		provider.Creem:  &cfg.CreemSecrets,
-	} {
-		if len(*secrets) > 0 {
-			delete(s.WebhookSecrets, provider)
+	for name, opts := range cfg.Providers {
+		if len(opts.WebhookSecrets) > 0 {
+			delete(s.WebhookSecrets, name)
 			continue
 		}
-		if s.WebhookSecrets[provider] == "" {
-			s.WebhookSecrets[provider] = "whsec_dev_" + randomHex(16)
+		if s.WebhookSecrets[name] == "" {
+			s.WebhookSecrets[name] = "whsec_dev_" + randomHex(16)
 		}
-		*secrets = []string{s.WebhookSecrets[provider]}
+		opts.WebhookSecrets = []string{s.WebhookSecrets[name]}
+		cfg.Providers[name] = opts
 	}
 }
 

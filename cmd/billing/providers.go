@@ -12,7 +12,7 @@ import (
 // `billing dev` signs the deliveries it plays with.
 func webhookSecrets(cfg *config.Config) map[string][]string {
 	out := map[string][]string{}
-	for name, o := range providerOptions(cfg) {
+	for name, o := range cfg.Providers {
 		out[name] = o.WebhookSecrets
 	}
 	return out

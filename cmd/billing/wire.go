@@ -25,10 +25,12 @@ import (
 // wallet store and its provider registry. No package below cmd imports
 // config.
 
-// load is config.Load, then the checks of the values whose meaning belongs
-// to a package below (batch_complete's modes are rivercomplete's), each
-// failing with a *config.Error naming its key like config's own.
+// load is config.Load of every driver's settings (their facts declare
+// them), then the checks of the values whose meaning belongs to a package
+// below (batch_complete's modes are rivercomplete's), each failing with a
+// *config.Error naming its key like config's own.
 func load(fs *pflag.FlagSet, opts config.Options) (*config.Config, error) {
+	opts.Providers = drivers.Facts()
 	cfg, err := config.Load(fs, opts)
 	if err != nil {
 		return nil, err
@@ -62,21 +64,13 @@ func newWallet(pool *pgxpool.Pool, cfg *config.Config) *wallet.Store {
 		Observer: events.LowBalance{Days: cfg.LowBalanceDays}})
 }
 
-// newProviders is the registry of provider drivers built from cfg: every
-// command that talks to providers builds it once and hands it to what
-// needs it (the webhook intake, checkouts, reconciliation, refunds).
+// newProviders is the registry of provider drivers built from cfg (each
+// one's API key, API URL and webhook signing secrets, which config read
+// from the keys its facts declare): every command that talks to providers
+// builds it once and hands it to what needs it (the webhook intake,
+// checkouts, reconciliation, refunds).
 func newProviders(cfg *config.Config) *provider.Registry {
-	return drivers.New(providerOptions(cfg))
-}
-
-// providerOptions are the drivers' options of cfg, by provider name: each
-// one's API key, API URL and webhook signing secrets.
-func providerOptions(cfg *config.Config) map[string]provider.Options {
-	return map[string]provider.Options{
-		provider.Stripe: {APIKey: cfg.StripeSecretKey, APIURL: cfg.StripeAPIURL, WebhookSecrets: cfg.StripeSecrets},
-		provider.Paddle: {APIKey: cfg.PaddleAPIKey, APIURL: cfg.PaddleAPIURL, WebhookSecrets: cfg.PaddleSecrets},
-		provider.Creem:  {APIKey: cfg.CreemAPIKey, APIURL: cfg.CreemAPIURL, WebhookSecrets: cfg.CreemSecrets},
-	}
+	return drivers.New(cfg.Providers)
 }
 
 // skus is the catalogue: billing.yaml's, else the built-in one.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/config"
@@ -15,6 +16,8 @@ import (
 	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/internal/provider"
+	"github.com/fibe-dev/billing/internal/provider/creem"
+	"github.com/fibe-dev/billing/internal/provider/paddle"
 	"github.com/fibe-dev/billing/internal/web/httpapi"
 )
 
@@ -67,10 +70,15 @@ plans:
   big:
     daily_sparks: 250
 `), 0o600))
-	cfg, err := config.LoadFile(path, config.Options{Env: map[string]string{}})
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	config.BindFlags(fs)
+	require.NoError(t, fs.Set("config", path))
+	cfg, err := load(fs, config.Options{Env: map[string]string{}})
 	require.NoError(t, err)
 	require.Equal(t, map[string]fulfillment.SKU{"mana_1000": {Amount: 999, Currency: "usd", Mana: 1000, Name: "Starter",
-		CreemProductID: "prod_1", PaddlePriceID: "pri_1"}}, skus(cfg))
+		CatalogueIDs: map[string]string{provider.Creem: "prod_1", provider.Paddle: "pri_1"}}}, skus(cfg))
+	require.Equal(t, "prod_1", skus(cfg)["mana_1000"].CatalogueID(provider.Creem))
+	require.Empty(t, skus(cfg)["mana_1000"].CatalogueID(provider.Stripe))
 	require.Equal(t, map[string]enforcer.Plan{"big": {DailySparks: 250}}, plans(cfg))
 }
 
@@ -79,11 +87,11 @@ func TestProviderOptions(t *testing.T) {
 	cfg := loadEnv(t, map[string]string{"BILLING_STRIPE_SECRET_KEY": "sk_test_1", "BILLING_STRIPE_API_URL": "http://127.0.0.1:12111/",
 		"BILLING_STRIPE_WEBHOOK_SECRET": "whsec_old,whsec_new", "BILLING_PADDLE_API_KEY": "pdl",
 		"BILLING_PADDLE_ENVIRONMENT": "sandbox", "BILLING_CREEM_WEBHOOK_SECRET": "creem_sec"})
-	opts := providerOptions(cfg)
+	opts := cfg.Providers
 	require.Equal(t, provider.Options{APIKey: "sk_test_1", APIURL: "http://127.0.0.1:12111",
 		WebhookSecrets: []string{"whsec_old", "whsec_new"}}, opts[provider.Stripe])
-	require.Equal(t, provider.Options{APIKey: "pdl", APIURL: config.PaddleSandboxURL}, opts[provider.Paddle])
-	require.Equal(t, provider.Options{APIURL: config.DefaultCreemAPIURL, WebhookSecrets: []string{"creem_sec"}}, opts[provider.Creem])
+	require.Equal(t, provider.Options{APIKey: "pdl", APIURL: paddle.SandboxURL}, opts[provider.Paddle])
+	require.Equal(t, provider.Options{APIURL: creem.DefaultAPIURL, WebhookSecrets: []string{"creem_sec"}}, opts[provider.Creem])
 	require.ElementsMatch(t, provider.Names(), newProviders(cfg).Names())
 }
 

@@ -27,6 +27,8 @@ type Facts struct {
 	CheckoutKey CheckoutKey
 	// States is the driver's table of refund and dispute statuses.
 	States StateTable
+	// Settings are the provider's configuration keys.
+	Settings Settings
 }
 
 // IDPrefix is how one kind of a provider's ids begins.
@@ -84,3 +86,46 @@ func (r *Registry) ProvidersOf(id string) []string {
 // opened: billing dev's simulated page, which stands in for a provider
 // without an API key.
 const SimulatedCheckout = "dev_"
+
+// Settings are a provider's configuration keys, as billing.yaml spells
+// them (the environment's variable is BILLING_ and the key in upper
+// case): the configuration reads each provider's from its facts into its
+// driver's Options, and its catalogue id from each of billing.yaml's
+// skus. A key is a stored format: it never changes once released.
+type Settings struct {
+	// WebhookSecret is the key of the webhook signing secrets, a
+	// comma-separated list (several during a rotation).
+	WebhookSecret string
+	// APIKey is the key of the API key (Options.APIKey).
+	APIKey string
+	// APIURL is the key that names the API's base URL (Options.APIURL),
+	// and APIURLDefault its value when unset.
+	APIURL, APIURLDefault string
+	// URLOf, when set, makes the APIURL key's value into the base URL
+	// (Paddle's environment: sandbox, production or a URL); nil: the
+	// value is the URL.
+	URLOf func(value string) string `json:"-"`
+	// CatalogueID is the key, in an SKU of billing.yaml's skus, of the
+	// SKU's id in the provider's catalogue ("": the provider has none).
+	CatalogueID string
+}
+
+// Keys are s's configuration keys (the catalogue id's aside: it is a key
+// of an SKU), those set.
+func (s Settings) Keys() []string {
+	var keys []string
+	for _, k := range []string{s.WebhookSecret, s.APIKey, s.APIURL} {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// BaseURL is the API's base URL that the APIURL key's value names.
+func (s Settings) BaseURL(value string) string {
+	if s.URLOf != nil {
+		return s.URLOf(value)
+	}
+	return value
+}

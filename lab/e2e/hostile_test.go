@@ -154,9 +154,9 @@ func fakeProviders(t *testing.T, skus map[string]fulfillment.SKU) map[string]pro
 	fake := providertest.StartFake()
 	t.Cleanup(fake.Close)
 	for name, sku := range skus {
-		sku.CreemProductID = "prod_" + name
+		sku.CatalogueIDs = map[string]string{provider.Creem: "prod_" + name}
 		skus[name] = sku
-		fake.SetProduct(sku.CreemProductID, fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
+		fake.SetProduct(sku.CatalogueID(provider.Creem), fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	secrets := []string{hostileSecret}
 	return map[string]provider.Options{

@@ -22,7 +22,9 @@ import (
 	"github.com/fibe-dev/billing/internal/dev/pglocal"
 	"github.com/fibe-dev/billing/internal/dev/procs"
 	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem/creemfake"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/internal/provider/paddle/paddlefake"
 	"github.com/fibe-dev/billing/internal/provider/providertest/fakeapi"
 	"github.com/fibe-dev/billing/internal/provider/stripe/stripefake"
@@ -273,18 +275,30 @@ func (r *Run) env() []string {
 }
 
 // startProviders starts the provider fake and writes the billing.yaml that
-// gives each SKU its Creem product (Creem prices by product).
+// gives each SKU its Creem product (Creem prices by product), under the
+// key Creem's facts declare.
 func (r *Run) startProviders() error {
 	r.providers = fakeapi.Start(stripefake.Routes, paddlefake.Routes, creemfake.Routes) // providertest.StartFake, without linking testing
 	var yaml strings.Builder
 	yaml.WriteString("skus:\n")
 	for name, sku := range fulfillment.DefaultSKUs() {
-		fmt.Fprintf(&yaml, "  %s: {amount: %d, currency: %s, mana: %d, creem_product_id: prod_%s}\n",
-			name, sku.Amount, sku.Currency, sku.Mana, name)
+		fmt.Fprintf(&yaml, "  %s: {amount: %d, currency: %s, mana: %d, %s: prod_%s}\n",
+			name, sku.Amount, sku.Currency, sku.Mana, catalogueKey(provider.Creem), name)
 		r.providers.SetProduct("prod_"+name, fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	r.configPath = filepath.Join(r.opts.Dir, "billing.yaml")
 	return os.WriteFile(r.configPath, []byte(yaml.String()), 0o644)
+}
+
+// catalogueKey is the billing.yaml key of an SKU's id in name's
+// catalogue, as its driver's facts declare it.
+func catalogueKey(name string) string {
+	for _, f := range drivers.Facts() {
+		if f.Name == name {
+			return f.Settings.CatalogueID
+		}
+	}
+	return ""
 }
 
 func (r *Run) logFile(name string) io.Writer {

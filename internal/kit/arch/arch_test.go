@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -169,12 +170,79 @@ func TestProviderSDKsStayInTheirFolder(t *testing.T) {
 }
 
 // TestConfigImportsNoDomainPackage: config parses into plain values; it
-// depends on no package of this module.
+// depends on no package of this module but internal/provider (and what
+// that package depends on), which knows no provider: config reads the
+// settings the drivers' facts declare into the drivers' Options
+// (decision 0015). TestConsumersKnowNoProvider keeps the drivers out.
 func TestConfigImportsNoDomainPackage(t *testing.T) {
 	t.Parallel()
+	shared := find(t, "internal/provider")
+	allowed := append(slices.Clone(shared.Deps), shared.ImportPath)
 	for _, d := range find(t, "config").Deps {
-		require.False(t, strings.HasPrefix(d, module+"/"), "config depends on %s", d)
+		require.False(t, strings.HasPrefix(d, module+"/") && !slices.Contains(allowed, d), "config depends on %s", d)
 	}
+}
+
+// TestProviderSettingsStayInTheirFolder: a provider's configuration keys
+// (its webhook secret's, API key's and API URL's, its catalogue id's in
+// an SKU) are spelled in its folder only, as its facts' Settings: no
+// non-test file elsewhere has a string literal that names one as a word,
+// or is its environment variable (BILLING_ and the key in upper case).
+// config reads them from the facts; tests may spell them to pin the
+// format. Adding a provider adds no key outside its folder.
+func TestProviderSettingsStayInTheirFolder(t *testing.T) {
+	t.Parallel()
+	owner := map[string]string{} // key -> its provider's folder
+	for _, f := range drivers.Facts() {
+		s := f.Settings
+		require.NotEmpty(t, s.WebhookSecret, "%s declares its webhook secret's key", f.Name)
+		for _, key := range append(s.Keys(), s.CatalogueID) {
+			if key != "" {
+				require.NotContains(t, owner, key, "two providers declare %s", key)
+				owner[key] = "internal/provider/" + f.Name + "/"
+			}
+		}
+	}
+	require.GreaterOrEqual(t, len(owner), 3*3, "every provider's keys were found")
+	words := map[string]*regexp.Regexp{}
+	for key := range owner {
+		words[key] = regexp.MustCompile(`(^|[^A-Za-z0-9_])` + regexp.QuoteMeta(key) + `($|[^A-Za-z0-9_])`)
+	}
+	spelled := map[string]bool{}
+	var found []string
+	for _, f := range moduleSources(t) {
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			require.NoError(t, err, "%s: %s", f.rel, lit.Value)
+			for key, folder := range owner {
+				if !spellsSetting(s, key, words[key]) {
+					continue
+				}
+				if strings.HasPrefix(f.rel, folder) {
+					spelled[key] = true
+					continue
+				}
+				found = append(found, fmt.Sprintf("%s:%d: %q spells the setting %s of %s",
+					f.rel, f.fset.Position(lit.Pos()).Line, s, key, folder))
+			}
+			return true
+		})
+	}
+	require.Empty(t, found, "declare a provider's settings in its facts (provider.Settings) and read them from there")
+	for key, folder := range owner {
+		require.True(t, spelled[key], "%s is not spelled in %s: the rule looks for it in the wrong place", key, folder)
+	}
+}
+
+// spellsSetting: s names key as a word (word matches it, not inside a
+// longer name), or is its environment variable, with or without a
+// trailing "=".
+func spellsSetting(s, key string, word *regexp.Regexp) bool {
+	return strings.TrimSuffix(s, "=") == "BILLING_"+strings.ToUpper(key) || word.MatchString(s)
 }
 
 // TestConsumersKnowNoProvider: what Stripe, Paddle and Creem are lives in

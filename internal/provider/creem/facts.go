@@ -17,5 +17,15 @@ func (d *Driver) Facts() provider.Facts {
 		PaymentObject: []string{"object", "id"}, // the checkout
 		CheckoutKey:   checkoutKey,
 		States:        States,
+		Settings:      settings,
 	}
+}
+
+// settings are Creem's configuration keys. Creem prices by product: an
+// SKU sold through Creem names its product (creem_product_id).
+var settings = provider.Settings{
+	WebhookSecret: "creem_webhook_secret",
+	APIKey:        "creem_api_key",
+	APIURL:        "creem_api_url", APIURLDefault: DefaultAPIURL,
+	CatalogueID: "creem_product_id",
 }

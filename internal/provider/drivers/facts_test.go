@@ -1,6 +1,8 @@
 package drivers_test
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -36,6 +38,16 @@ func TestEveryDriverStatesItsFacts(t *testing.T) {
 		require.NotEmpty(t, f.PaymentObject, f.Name)
 		require.Equal(t, f.Name, f.States.Provider)
 		require.NotEmpty(t, f.States.Events, f.Name)
+		// Its settings: the keys config reads into its Options, the
+		// default naming an http(s) API.
+		s := f.Settings
+		require.Len(t, s.Keys(), 3, "%s declares its webhook secret's, API key's and API URL's keys", f.Name)
+		for _, key := range append(s.Keys(), s.CatalogueID) {
+			require.True(t, key == "" || strings.HasPrefix(key, f.Name+"_"), "%s's key %q begins with its name", f.Name, key)
+		}
+		u, err := url.Parse(s.BaseURL(s.APIURLDefault))
+		require.NoError(t, err, f.Name)
+		require.Equal(t, "https", u.Scheme, "%s's default API URL", f.Name)
 	}
 }
 

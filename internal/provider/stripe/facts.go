@@ -21,5 +21,17 @@ func (d *Driver) Facts() provider.Facts {
 		PaymentObject: []string{"data", "object", "id"}, // the Checkout Session
 		CheckoutKey:   checkoutKey,
 		States:        States,
+		Settings:      settings,
 	}
+}
+
+// DefaultAPIURL is Stripe's API, the stripe_api_url key's default.
+const DefaultAPIURL = "https://api.stripe.com"
+
+// settings are Stripe's configuration keys; Stripe's catalogue is not
+// used (a checkout prices its line from the order's snapshot).
+var settings = provider.Settings{
+	WebhookSecret: "stripe_webhook_secret",
+	APIKey:        "stripe_secret_key",
+	APIURL:        "stripe_api_url", APIURLDefault: DefaultAPIURL,
 }

@@ -124,9 +124,9 @@ func fakeProviders(t *testing.T, set *setup) *fakeapi.Server {
 		provider.Creem:  {APIKey: "creem_test_env", APIURL: fake.URL},
 	}
 	for name, sku := range set.skus {
-		sku.CreemProductID = "prod_" + name
+		sku.CatalogueIDs = map[string]string{provider.Creem: "prod_" + name}
 		set.skus[name] = sku
-		fake.SetProduct(sku.CreemProductID, fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
+		fake.SetProduct(sku.CatalogueID(provider.Creem), fakeapi.Product{Price: sku.Amount, Currency: sku.Currency})
 	}
 	return fake
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/lab/bench"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -56,7 +57,7 @@ func newOneBenchCmd(b *bench.Benchmark) *cobra.Command {
 			}
 			env := bench.Env{Billing: bin, DatabaseURL: cfg.DatabaseURL, SparksPerMana: cfg.SparksPerMana,
 				WalletOn: func(pool *pgxpool.Pool) *wallet.Store { return newWallet(pool, cfg) }, TZ: cfg.ServiceDayTZ,
-				SKUs: skus(cfg), StripeSecrets: cfg.StripeSecrets, Clients: clients, Duration: duration, Logger: logger,
+				SKUs: skus(cfg), StripeSecrets: cfg.Providers[provider.Stripe].WebhookSecrets, Clients: clients, Duration: duration, Logger: logger,
 				Progress: os.Stderr}
 			if !b.OwnDatabases {
 				pool, err := openPool(cmd.Context(), cfg.DatabaseURL, int32(clients*2+10))

@@ -16,6 +16,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/provider/drivers"
 	"github.com/fibe-dev/billing/lab/e2e"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -41,7 +42,7 @@ Configuration is the service's: flags > BILLING_* environment > billing.yaml (--
 
 // loadConfig loads the service's configuration for cmd.
 func loadConfig(cmd *cobra.Command, requireDB bool) (*config.Config, error) {
-	return config.Load(cmd.Flags(), config.Options{RequireDatabase: requireDB})
+	return config.Load(cmd.Flags(), config.Options{RequireDatabase: requireDB, Providers: drivers.Facts()})
 }
 
 // newLogger logs JSON to w, as the service does off a terminal.
