@@ -221,11 +221,17 @@ func TestConfiguredScheduleIsUsed(t *testing.T) {
 	startWorker(t, pool, events.WorkerOptions{Schedule: schedule})
 	ev := emit(t, pool, refunded(1, "schedule"))
 	rc.waitAcked(ev.ID)
-	shown, err := events.Show(context.Background(), pool, ev.ID)
-	require.NoError(t, err)
-	require.Len(t, shown.Deliveries, 1)
-	d := shown.Deliveries[0]
-	require.Equal(t, "delivered", d.State)
+	// The worker records the answered attempt after the receiver has
+	// answered: wait for the record, not only the answer.
+	var d events.Delivery
+	require.Eventually(t, func() bool {
+		shown, err := events.Show(context.Background(), pool, ev.ID)
+		if err != nil || len(shown.Deliveries) != 1 {
+			return false
+		}
+		d = shown.Deliveries[0]
+		return d.State == "delivered"
+	}, deadline, 10*time.Millisecond, "the delivery was recorded delivered within %s", deadline)
 	require.Len(t, d.Attempts, 4, "three failed attempts, then the delivered one")
 	for i := range 3 {
 		gap := d.Attempts[i+1].At.Sub(d.Attempts[i].At)

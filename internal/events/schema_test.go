@@ -167,13 +167,22 @@ func emitEveryType(t *testing.T, pool *pgxpool.Pool) {
 	work(t, pool, client, "fulfill_order", 3, fulfillment.FulfillOrderArgs{OrderID: second.ID, EventID: "evt_settle",
 		Provider: provider.Stripe, PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_three"})
 
-	// The second order's Mana went to the debt, so its refund opens
-	// another, which an operator forgives; then a top-up covers the
+	// Another player spends their Mana, is refunded into debt, and an
+	// operator forgives it; then a top-up covers the first player's
 	// Marquee's days again.
+	q, _, err := players.Create(ctx, pool, "schema-forgiven")
+	require.NoError(t, err)
+	third := order(t, pool, q.ID)
+	work(t, pool, client, "fulfill_order", 4, fulfillment.FulfillOrderArgs{OrderID: third.ID, EventID: "evt_q_pay",
+		Provider: provider.Stripe, PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_q"})
+	_, err = store.Convert(ctx, wallet.ConvertParams{PlayerID: q.ID, Mana: 1000, IdempotencyKey: wallet.CallerKey("schema-convert-q")})
+	require.NoError(t, err)
+	_, err = store.Adjust(ctx, wallet.AdjustParams{PlayerID: q.ID, Currency: wallet.Sparks, Amount: -10000, Reason: "spent", Key: "schema-spent-q"})
+	require.NoError(t, err)
 	again := usd
-	again.EventID, again.ReversalID, again.PaymentID = "evt_usd_again", "re_usd_again", "cs_three"
+	again.EventID, again.ReversalID, again.PaymentID = "evt_q_refund", "re_q", "cs_q"
 	work(t, pool, client, "reverse_payment", 3, again)
-	f, err := fulfillment.ForgiveDebt(ctx, pool, store, p.ID, "schema-forgive", "support ticket 7")
+	f, err := fulfillment.ForgiveDebt(ctx, pool, store, q.ID, "schema-forgive", "support ticket 7")
 	require.NoError(t, err)
 	require.Positive(t, f.Mana, "a debt was forgiven")
 	_, err = store.Adjust(ctx, wallet.AdjustParams{PlayerID: p.ID, Currency: wallet.Sparks, Amount: 100000, Reason: "top up", Key: "schema-top-up"})
