@@ -138,8 +138,11 @@ func emitEveryType(t *testing.T, pool *pgxpool.Pool) {
 	m, err := enforcer.CreateMarquee(ctx, pool, enforcer.DefaultPlans(), enforcer.CreateParams{PlayerID: p.ID, Name: "m", Plan: "standard"})
 	require.NoError(t, err)
 	first := order(t, pool, p.ID)
+	// cs_one is applied before cs_two arrives (had they raced, either
+	// could be the applied one, and the refunds below name cs_one).
+	work(t, pool, client, "fulfill_order", 1,
+		fulfillment.FulfillOrderArgs{OrderID: first.ID, EventID: "evt_pay", Provider: provider.Stripe, PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_one"})
 	work(t, pool, client, "fulfill_order", 2,
-		fulfillment.FulfillOrderArgs{OrderID: first.ID, EventID: "evt_pay", Provider: provider.Stripe, PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_one"},
 		fulfillment.FulfillOrderArgs{OrderID: first.ID, EventID: "evt_again", Provider: provider.Stripe, PaidAmount: 999, PaidCurrency: "usd", PaymentID: "cs_two"})
 
 	_, err = store.Convert(ctx, wallet.ConvertParams{PlayerID: p.ID, Mana: 1000, IdempotencyKey: wallet.CallerKey("schema-convert")})
