@@ -210,6 +210,28 @@ func TestProviderSettingsStayInTheirFolder(t *testing.T) {
 	}
 	spelled := map[string]bool{}
 	var found []string
+	eachString(t, func(f sourceFile, line int, s string) {
+		for key, folder := range owner {
+			if !spellsSetting(s, key, words[key]) {
+				continue
+			}
+			if strings.HasPrefix(f.rel, folder) {
+				spelled[key] = true
+				continue
+			}
+			found = append(found, fmt.Sprintf("%s:%d: %q spells the setting %s of %s", f.rel, line, s, key, folder))
+		}
+	})
+	require.Empty(t, found, "declare a provider's settings in its facts (provider.Settings) and read them from there")
+	for key, folder := range owner {
+		require.True(t, spelled[key], "%s is not spelled in %s: the rule looks for it in the wrong place", key, folder)
+	}
+}
+
+// eachString calls fn with every string literal of the module's non-test
+// sources (moduleSources), unquoted, and the line it is on.
+func eachString(t *testing.T, fn func(f sourceFile, line int, s string)) {
+	t.Helper()
 	for _, f := range moduleSources(t) {
 		ast.Inspect(f.file, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
@@ -218,23 +240,9 @@ func TestProviderSettingsStayInTheirFolder(t *testing.T) {
 			}
 			s, err := strconv.Unquote(lit.Value)
 			require.NoError(t, err, "%s: %s", f.rel, lit.Value)
-			for key, folder := range owner {
-				if !spellsSetting(s, key, words[key]) {
-					continue
-				}
-				if strings.HasPrefix(f.rel, folder) {
-					spelled[key] = true
-					continue
-				}
-				found = append(found, fmt.Sprintf("%s:%d: %q spells the setting %s of %s",
-					f.rel, f.fset.Position(lit.Pos()).Line, s, key, folder))
-			}
+			fn(f, f.fset.Position(lit.Pos()).Line, s)
 			return true
 		})
-	}
-	require.Empty(t, found, "declare a provider's settings in its facts (provider.Settings) and read them from there")
-	for key, folder := range owner {
-		require.True(t, spelled[key], "%s is not spelled in %s: the rule looks for it in the wrong place", key, folder)
 	}
 }
 
@@ -640,29 +648,20 @@ func TestKeysAreSpelledByTheWallet(t *testing.T) {
 	require.Contains(t, spellings, ":back:write_off", "the list comes from the wallet's grammar")
 	var found []string
 	allowed := map[string]bool{}
-	for _, f := range moduleSources(t) {
+	eachString(t, func(f sourceFile, _ int, s string) {
 		if strings.HasPrefix(f.rel, "wallet/") {
-			continue
+			return
 		}
-		ast.Inspect(f.file, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
+		for _, sp := range spellings {
+			switch {
+			case !spellingRule(sp).MatchString(s):
+			case slices.Contains(references[f.rel], sp):
+				allowed[f.rel+" "+sp] = true
+			default:
+				found = append(found, fmt.Sprintf("%s: %q spells the wallet key spelling %q", f.rel, s, sp))
 			}
-			s, err := strconv.Unquote(lit.Value)
-			require.NoError(t, err, "%s: %s", f.rel, lit.Value)
-			for _, sp := range spellings {
-				switch {
-				case !spellingRule(sp).MatchString(s):
-				case slices.Contains(references[f.rel], sp):
-					allowed[f.rel+" "+sp] = true
-				default:
-					found = append(found, fmt.Sprintf("%s: %q spells the wallet key spelling %q", f.rel, s, sp))
-				}
-			}
-			return true
-		})
-	}
+		}
+	})
 	require.Empty(t, found, "build keys with the wallet's constructors, or its SQL fragments (wallet/keys_sql.go)")
 	for rel, sps := range references {
 		for _, sp := range sps {
