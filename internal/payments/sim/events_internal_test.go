@@ -13,7 +13,8 @@ import (
 
 // The harness's delivery checks, planted: a webhook-id sent with two
 // bodies, a body naming another id, and a request no given secret signed
-// are each reported; one body per id, signed, is not.
+// are each reported; one body per id, signed (with a secret given before
+// or after it came), is not.
 func TestDeliveryChecksFindPlantedFaults(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
@@ -40,6 +41,15 @@ func TestDeliveryChecksFindPlantedFaults(t *testing.T) {
 	send(secret, id, `{"id":"`+id+`","sequence":1}`)
 	r.oneBodyPerID()
 	require.Empty(t, r.problems, "one body, signed")
+
+	// Signed with a secret the receiver is told of only afterwards (a
+	// rotation's commit races the harness): verified once it is known.
+	const rotated = "whsec_cm90YXRlZCBzZWNyZXQgZm9yIHRoZSBzaW0h"
+	late := "evt_" + strings.Repeat("d", 32)
+	send(rotated, late, `{"id":"`+late+`","sequence":3}`)
+	require.NoError(t, rc.trust(endpointPath(7), rotated))
+	r.oneBodyPerID()
+	require.Empty(t, r.problems, "verified with the secret given later")
 
 	send(secret, id, `{"id":"`+id+`","sequence":2}`)
 	send(other, "evt_"+strings.Repeat("b", 32), `{"id":"evt_`+strings.Repeat("c", 32)+`"}`)
