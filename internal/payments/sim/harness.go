@@ -33,6 +33,7 @@ import (
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/fulfillment/fulfillmenttest"
 	"github.com/fibe-dev/billing/internal/domain/players"
+	"github.com/fibe-dev/billing/internal/events"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
 	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/payments/webhook"
@@ -68,7 +69,10 @@ type Env struct {
 func NewEnv(t testing.TB) *Env {
 	t.Helper()
 	pool := testdb.New(t)
-	e := &Env{Pool: pool, wallet: wallet.New(pool, wallet.Options{SparksPerMana: 10}), refunder: &refunder{asked: map[string]int64{}}}
+	// The wallet tells the low-balance judge as every process's does, so
+	// each history's audit also checks its crossings have their events.
+	ws := wallet.New(pool, wallet.Options{SparksPerMana: 10, Observer: events.LowBalance{Days: events.DefaultLowBalanceDays}})
+	e := &Env{Pool: pool, wallet: ws, refunder: &refunder{asked: map[string]int64{}}}
 	e.worker = fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{Wallet: e.wallet,
 		Refunders: map[string]fulfillment.Refunder{provider.Stripe: e.refunder, provider.Paddle: e.refunder, provider.Creem: e.refunder}})
 	e.funds = enforcer.New(pool, e.wallet, enforcer.Options{Logger: testkit.Quiet})
