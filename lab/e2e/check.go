@@ -227,6 +227,9 @@ func (r *Run) checkCheckouts(ctx context.Context, rep *Report) error {
 		fmt.Sprintf("%d acknowledged orders without one", missing))
 	rep.check(fmt.Sprintf("every payment whose webhook was lost was recovered by reconciliation (%d)", rep.LostWebhooks),
 		r.lostRecovered(ctx), "")
+	unjudged := r.model.unjudged()
+	rep.check("every provider event was acknowledged or is one reconciliation recovers (the model can judge its money)",
+		len(unjudged) == 0, fmt.Sprintf("deliveries given up after %s: %s", r.deliveryHorizon(), strings.Join(first(unjudged, 10), ", ")))
 	return nil
 }
 

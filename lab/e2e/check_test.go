@@ -133,3 +133,32 @@ func TestSettleWaitsForPendingDeliveries(t *testing.T) {
 	emit("churn")
 	require.True(t, r.deliveriesDone(ctx), "an event written after the load, moments ago, is churn")
 }
+
+// TestModelJudgesGivenUpPayments: a payment whose every delivery copy was
+// given up (billing was down past the sender's horizon) still counts as
+// paid when the provider lists it, and reconciliation must recover it
+// (stop 34's CI: a 5000-Mana order minted by reconciliation after a
+// five-minute failover was missing from the model's balance). One no
+// listing shows is reported as unjudged rather than assumed either way.
+func TestModelJudgesGivenUpPayments(t *testing.T) {
+	t.Parallel()
+	m := newModel()
+	delivered := &orderModel{id: 1}
+	m.paymentSent(delivered, "evt_1", false, true, true)
+	listed := &orderModel{id: 2}
+	m.gaveUp = append(m.gaveUp, "evt_2")
+	m.paymentSent(listed, "evt_2", true, false, true)
+	mispaid := &orderModel{id: 3}
+	m.gaveUp = append(m.gaveUp, "evt_3")
+	m.paymentSent(mispaid, "evt_3", true, false, false)
+	unlisted := &orderModel{id: 4}
+	m.gaveUp = append(m.gaveUp, "evt_4")
+	m.paymentSent(unlisted, "evt_4", false, false, true)
+
+	require.True(t, delivered.paid && delivered.correct)
+	require.True(t, listed.paid && listed.correct, "the provider has the payment")
+	require.True(t, mispaid.paid && !mispaid.correct)
+	require.False(t, unlisted.paid)
+	require.Equal(t, []string{"evt_2", "evt_3"}, m.lostHooks, "reconciliation must recover the listed ones")
+	require.Equal(t, []string{"evt_4"}, m.unjudged())
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,11 @@ type model struct {
 	// lostHooks are the event ids of payments whose webhook was never sent:
 	// only reconciliation (listing the provider's events) can fulfil them.
 	lostHooks []string
+	// gaveUp are the event ids whose every delivery copy was refused or
+	// unanswered until the sender gave up: billing may or may not have
+	// claimed them, so the model cannot judge their money unless the
+	// provider lists them (then they are lostHooks too).
+	gaveUp []string
 
 	// counters for the report
 	sdkCalls, sdkAcked, sdkRetried, sdkReplayed, sdkRefused, sdkUnknown atomic.Int64
@@ -61,6 +67,34 @@ type orderModel struct {
 	// follow or must cap: a refund in another currency (refused), an
 	// amount above the charge (capped), a refused refund then the valid one.
 	hostile int
+}
+
+// paymentSent records a payment's event after its delivery: paid once a
+// web process acknowledged it, or, when every copy was given up, once the
+// provider lists it (reconciliation must then fulfil it, as it does a lost
+// webhook's). A given-up event no listing shows stays unjudged.
+func (m *model) paymentSent(om *orderModel, eventID string, listed, delivered, correct bool) {
+	m.with(func() {
+		if delivered || listed {
+			om.paid, om.correct = true, correct
+		}
+		if !delivered && listed {
+			m.lostHooks = append(m.lostHooks, eventID)
+		}
+	})
+}
+
+// unjudged are the given-up events the model cannot judge: neither
+// acknowledged nor recovered by reconciliation.
+func (m *model) unjudged() (ids []string) {
+	m.with(func() {
+		for _, id := range m.gaveUp {
+			if !slices.Contains(m.lostHooks, id) {
+				ids = append(ids, id)
+			}
+		}
+	})
+	return ids
 }
 
 // wantClawback is the Mana the order's payment must have clawed back:

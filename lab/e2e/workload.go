@@ -133,10 +133,11 @@ func (p *player) buy(ctx context.Context) {
 			return
 		}
 	}
-	if p.run.deliver(ctx, p.rng, provider, eventID, body) {
-		p.run.model.with(func() { om.paid, om.correct = true, correct })
-	}
-	if correct {
+	delivered := p.run.deliver(ctx, p.rng, provider, eventID, body)
+	p.run.model.paymentSent(om, eventID, provider != "creem", delivered, correct)
+	// A refund of a payment billing has not yet claimed is refused (no
+	// player to report it to), so money goes back only after a delivery.
+	if correct && delivered {
 		p.moneyBack(ctx, om)
 	}
 }
@@ -355,13 +356,28 @@ func (r *Run) deliver(ctx context.Context, rng *rand.Rand, provider, eventID str
 		}()
 	}
 	wg.Wait()
-	r.noteDelivery(eventID, slices.Contains(acked, true))
-	return slices.Contains(acked, true)
+	delivered := slices.Contains(acked, true)
+	r.noteDelivery(eventID, delivered)
+	if !delivered {
+		r.logf("delivery of %s %s given up after %s", provider, eventID, r.deliveryHorizon())
+		r.model.with(func() { r.model.gaveUp = append(r.model.gaveUp, eventID) })
+	}
+	return delivered
+}
+
+// deliveryHorizon is how long a sender keeps redelivering one event.
+// Providers keep at it for days; here it outlasts the settle window and,
+// in a failover run, the longest a fault may keep writes away, so a
+// delivery is given up only when billing stayed down past every bound.
+func (r *Run) deliveryHorizon() time.Duration {
+	if r.fo != nil {
+		return r.opts.Settle + faultTimeout
+	}
+	return r.opts.Settle
 }
 
 func (r *Run) deliverOne(ctx context.Context, rng *rand.Rand, provider, secret string, body []byte) bool {
-	// Providers keep redelivering for days; bound it by the settle window.
-	deadline := time.Now().Add(r.opts.Settle)
+	deadline := time.Now().Add(r.deliveryHorizon())
 	for attempt := 0; time.Now().Before(deadline); attempt++ {
 		webs := r.liveWebAddrs()
 		if len(webs) > 0 {
