@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -13,34 +14,48 @@ import (
 // reverse: Sparks never turn back into Mana. A player who owes Mana (a
 // clawback's debt) may not convert: *OutstandingDebtError, checked before
 // the balance. A replay answers the stored conversion whatever is owed now.
-// Its one statement commits through durable.Do, as Post's does; with an
-// observer it is ConvertTx in a transaction of its own, as Post's is.
+// Its one statement commits through durable.Do, as Post's does, with the
+// observer's guard pipelined after it as Post's Sparks posts are; when
+// the guard fails, or the observer has none, it is ConvertTx in a
+// transaction of its own.
 func (s *Store) Convert(ctx context.Context, p ConvertParams) (*Conversion, error) {
+	var guard *guardStmt
 	if s.observer != nil {
-		var c *Conversion
-		err := s.observedTx(ctx, func(tx pgx.Tx) (err error) {
-			c, err = s.ConvertTx(ctx, tx, p)
-			return err
-		})
-		if err != nil {
-			return nil, err
+		if guard = s.guardFor(p.PlayerID); guard == nil {
+			return s.observedConvert(ctx, p)
 		}
-		return c, nil
 	}
 	start := time.Now()
 	var c *Conversion
 	debit, credit, err := s.legs(p)
 	if err == nil {
 		err = s.autocommit(ctx, func(on *Store) (err error) {
+			on.guard = guard
 			c, err = on.convertLegs(ctx, nil, debit, credit)
 			return err
 		})
+	}
+	if errors.Is(err, errGuarded) {
+		return s.observedConvert(ctx, p)
 	}
 	if err != nil {
 		c = nil
 	}
 	observe(KindConversion, start, c != nil && c.Replayed, err)
 	return c, err
+}
+
+// observedConvert is ConvertTx in a transaction of its own.
+func (s *Store) observedConvert(ctx context.Context, p ConvertParams) (*Conversion, error) {
+	var c *Conversion
+	err := s.observedTx(ctx, func(tx pgx.Tx) (err error) {
+		c, err = s.ConvertTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // ConvertTx is Convert inside the caller's transaction (under a savepoint);

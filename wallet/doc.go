@@ -80,10 +80,14 @@
 // transaction and while the wallet row is still locked, whose Sparks a
 // post moved (SparksObserver): PostTx, ConvertTx and the clawback's Sparks
 // leg once each, a batch once through PostBatchTx; never a replay, a
-// refusal or a Mana post. Post and Convert of such a Store, when they may
-// move Sparks, run in a transaction of their own instead of one autocommit
-// statement, so that what the observer writes (the low-balance events of
-// package events) commits with the movement.
+// refusal or a Mana post. What the observer writes (the low-balance events
+// of package events) must commit with the movement, which one autocommit
+// statement cannot carry. An observer that is also a SparksGuard keeps Post
+// and Convert at one round trip: its guard statement, which writes nothing
+// and fails only when the observer would write, is pipelined after the
+// post's in one implicit transaction, and only a failed guard sends the
+// post again through a transaction of its own that tells the observer.
+// Without a guard, such posts always take that transaction.
 //
 // # Audit
 //

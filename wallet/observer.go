@@ -2,10 +2,12 @@ package wallet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fibe-dev/billing/internal/platform/durable"
 )
@@ -21,6 +23,77 @@ import (
 // fails the post; tx must then be rolled back.
 type SparksObserver interface {
 	SparksMovedTx(ctx context.Context, tx pgx.Tx, playerIDs []int64) error
+}
+
+// SparksGuard is what an observer may also implement so that an
+// autocommit Sparks post (Post, Convert) stays one round trip: the post's
+// statement and the guard's run pipelined in one implicit transaction.
+// The guard must write nothing, and must fail with SQLSTATE
+// GuardSQLState (by calling SQLGuardFailed) whenever SparksMovedTx would
+// write anything that matters for the players; the failure rolls the
+// post back, and the Store posts again in a transaction of its own that
+// tells the observer. A guard that passes stands for SparksMovedTx having
+// nothing to say, so it must judge exactly as SparksMovedTx does.
+type SparksGuard interface {
+	SparksGuardSQL(playerIDs []int64) (sql string, args []any)
+}
+
+// GuardSQLState is the SQLSTATE of a failed guard (billing_guard_failed,
+// migration 00017).
+const GuardSQLState = "ZB001"
+
+// SQLGuardFailed is the SQL expression a guard statement evaluates to
+// fail with GuardSQLState; reason is a SQL text expression.
+func SQLGuardFailed(reason string) string {
+	return "billing_guard_failed(" + reason + ")"
+}
+
+// errGuarded is an autocommit post rolled back by its guard: the observer
+// has something to write, so the post goes through observedTx instead.
+var errGuarded = errors.New("wallet: the observer's guard wants a transaction")
+
+// guardFor is the guard statement for an autocommit post that moves
+// playerID's Sparks, or nil when the Store's observer has none.
+func (s *Store) guardFor(playerID int64) *guardStmt {
+	g, ok := s.observer.(SparksGuard)
+	if !ok {
+		return nil
+	}
+	sql, args := g.SparksGuardSQL([]int64{playerID})
+	return &guardStmt{sql: sql, args: args}
+}
+
+type guardStmt struct {
+	sql  string
+	args []any
+}
+
+// applyGuarded runs the statement sql and the guard g pipelined on s.pool
+// in one implicit transaction (one round trip, one commit).
+func (s *Store) applyGuarded(ctx context.Context, g *guardStmt, sql string, args []any) (answers, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(g.sql, g.args...)
+	br := s.pool.SendBatch(ctx, b)
+	var a answers
+	rows, err := br.Query()
+	if err == nil {
+		a, err = collect(rows)
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == GuardSQLState {
+		return answers{}, errGuarded
+	}
+	if err != nil {
+		return answers{}, classify(err)
+	}
+	return a, nil
 }
 
 // sparksMoved tells the observer which players' Sparks txs moved (the new

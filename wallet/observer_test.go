@@ -99,3 +99,75 @@ func TestObserverToldOncePerSparksMovement(t *testing.T) {
 	// then +2 by the conversion and +2 by the batch; the failed one is gone.
 	require.Equal(t, int64(4), count(t, pool, `SELECT crossings FROM low_balance_state WHERE player_id = $1`, a))
 }
+
+// guarded is a recorder whose guard fails while fail is set, and whose
+// guard statement errors (not as a guard) while broken is set.
+type guarded struct {
+	recorder
+	fail, broken bool
+}
+
+func (g *guarded) SparksGuardSQL(players []int64) (string, []any) {
+	if g.broken {
+		return `SELECT 1/0 FROM unnest($1::bigint[])`, []any{players}
+	}
+	return `SELECT ` + wallet.SQLGuardFailed(`'planted ' || p`) + ` FROM unnest($1::bigint[]) p WHERE $2::boolean`,
+		[]any{players, g.fail}
+}
+
+// TestGuardKeepsAutocommitPostsOneStatement: with a SparksGuard observer,
+// an autocommit Sparks post or conversion whose guard passes commits
+// without telling the observer; one whose guard fails is rolled back and
+// made again in a transaction that tells it, once; a guard statement that
+// errors otherwise fails the post and leaves nothing behind (the post and
+// its guard are one implicit transaction).
+func TestGuardKeepsAutocommitPostsOneStatement(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	ctx := context.Background()
+	g := &guarded{}
+	s := wallet.New(pool, wallet.Options{Observer: g})
+	p := newPlayer(t, pool)
+	post := func(amount int64, key string) (*wallet.Transaction, error) {
+		return s.Post(ctx, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Direction: wallet.Credit, Amount: amount,
+			Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(key)})
+	}
+
+	_, err := post(100, "passes")
+	require.NoError(t, err)
+	require.Empty(t, g.take(), "a passing guard: the observer has nothing to say")
+	require.Equal(t, int64(100), balance(t, pool, p, wallet.Sparks))
+
+	g.fail = true
+	tx, err := post(10, "fails")
+	require.NoError(t, err)
+	require.False(t, tx.Replayed)
+	require.Equal(t, [][]int64{{p}}, g.take(), "a failing guard: posted again, telling the observer")
+	require.Equal(t, int64(110), balance(t, pool, p, wallet.Sparks))
+	require.Equal(t, int64(1), count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = 'fails'`))
+
+	again, err := post(10, "fails")
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, tx.ID, again.ID)
+	require.Empty(t, g.take(), "a replay is never told, even after its guard failed")
+
+	fund(t, s, p, wallet.Mana, 5)
+	g.take()
+	c, err := s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 5, IdempotencyKey: wallet.CallerKey("conv")})
+	require.NoError(t, err)
+	require.False(t, c.Replayed)
+	require.Equal(t, [][]int64{{p}}, g.take(), "a conversion whose guard fails")
+	g.fail = false
+	_, err = s.Convert(ctx, wallet.ConvertParams{PlayerID: p, Mana: 1, IdempotencyKey: wallet.CallerKey("conv-2")})
+	require.Error(t, err, "no Mana left")
+
+	g.broken = true
+	_, err = post(7, "broken")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, wallet.ErrInsufficientBalance)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM wallet_transactions WHERE idempotency_key = 'broken'`),
+		"the guard's error rolled its post back")
+	require.Equal(t, int64(115), balance(t, pool, p, wallet.Sparks))
+	require.Empty(t, g.take())
+}

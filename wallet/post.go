@@ -17,35 +17,52 @@ import (
 // statement in autocommit (one round trip), committed through durable.Do:
 // a commit no synchronous standby confirmed is refused with
 // durable.ErrNotDurable (the post may stand on the primary; posting the
-// same key again answers it as a replay). A Sparks post of a Store with an
-// observer is PostTx in a transaction of its own instead, so that what the
-// observer writes commits with it.
+// same key again answers it as a replay).
+//
+// A Sparks post of a Store with an observer must commit what the observer
+// writes with it. When the observer is a SparksGuard, its guard runs
+// pipelined after the statement in the same implicit transaction (still
+// one round trip), and only when the guard fails (the observer has
+// something to write) is the post made again as PostTx in a transaction of
+// its own; without a guard it always takes that transaction.
 func (s *Store) Post(ctx context.Context, p PostParams) (*Transaction, error) {
+	var guard *guardStmt
 	if s.observer != nil && p.Currency == Sparks {
-		var t *Transaction
-		err := s.observedTx(ctx, func(tx pgx.Tx) (err error) {
-			t, err = s.PostTx(ctx, tx, p)
-			return err
-		})
-		if err != nil {
-			return nil, err
+		if guard = s.guardFor(p.PlayerID); guard == nil {
+			return s.observedPost(ctx, p)
 		}
-		return t, nil
 	}
 	start := time.Now()
 	var t *Transaction
 	l, err := newLeg(p)
 	if err == nil {
 		err = s.autocommit(ctx, func(on *Store) (err error) {
+			on.guard = guard
 			t, err = on.postLeg(ctx, nil, l)
 			return err
 		})
+	}
+	if errors.Is(err, errGuarded) {
+		return s.observedPost(ctx, p)
 	}
 	if err != nil {
 		t = nil
 	}
 	observe(p.Kind, start, t != nil && t.Replayed, err)
 	return t, err
+}
+
+// observedPost is PostTx in a transaction of its own.
+func (s *Store) observedPost(ctx context.Context, p PostParams) (*Transaction, error) {
+	var t *Transaction
+	err := s.observedTx(ctx, func(tx pgx.Tx) (err error) {
+		t, err = s.PostTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // PostTx applies p inside the caller's transaction, under a savepoint: a

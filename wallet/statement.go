@@ -240,8 +240,13 @@ func collect(rows pgx.Rows) (answers, error) {
 }
 
 // apply runs one statement: in autocommit on the pool when tx is nil (one
-// round trip), else in tx under a savepoint (one pipelined round trip).
+// round trip; with the autocommit copy's guard pipelined after it, in one
+// implicit transaction), else in tx under a savepoint (one pipelined round
+// trip).
 func (s *Store) apply(ctx context.Context, tx pgx.Tx, sql string, args []any) (answers, error) {
+	if tx == nil && s.guard != nil {
+		return s.applyGuarded(ctx, s.guard, sql, args)
+	}
 	if tx == nil {
 		rows, err := s.pool.Query(ctx, sql, args...)
 		if err != nil {

@@ -28,6 +28,8 @@ type Store struct {
 	root          *pgxpool.Pool // the Store's pool, always
 	sparksPerMana int64
 	observer      SparksObserver // nil: nobody is told
+	// guard, in an autocommit post's copy, is run with its statement.
+	guard *guardStmt
 }
 
 // conn is what the package's statements run on: a pool, or one of its
@@ -35,6 +37,7 @@ type Store struct {
 type conn interface {
 	dbtx.DB
 	Begin(ctx context.Context) (pgx.Tx, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // New returns a Store over pool.

@@ -25,12 +25,17 @@ const DefaultLowBalanceDays = 3
 // player's next Sparks movement.
 //
 // Each player's last state is a low_balance_state row: low, and the
-// number of crossings so far (odd exactly while low). The row is upserted
-// after the post, while the post's transaction holds the player's Sparks
-// wallet row, so movements of one player are judged one at a time in
-// commit order: concurrent posts, a retried job, overlapping sweeps or a
-// replay (which moves nothing and is never observed) cannot make a second
-// event for one crossing. The event's key is the crossing,
+// number of crossings so far (odd exactly while low); no row means not
+// low, no crossing. The row is upserted after the post, while the post's
+// transaction holds the player's Sparks wallet row, so movements of one
+// player are judged one at a time in commit order: concurrent posts, a
+// retried job, overlapping sweeps or a replay (which moves nothing and is
+// never observed) cannot make a second event for one crossing.
+//
+// LowBalance is also the wallet's SparksGuard: an autocommit post runs the
+// same judgement as a guard beside its statement, and is made again with
+// the observer only when the verdict differs from the recorded state, so
+// a movement that crosses nothing costs no transaction of its own. The event's key is the crossing,
 // event:low_balance/<player>/<n> or event:balance_recovered/<player>/<n>,
 // so even a second run of the same crossing would find its event.
 //
@@ -43,13 +48,16 @@ type LowBalance struct {
 	Days int64
 }
 
-var _ wallet.SparksObserver = LowBalance{}
+var (
+	_ wallet.SparksObserver = LowBalance{}
+	_ wallet.SparksGuard    = LowBalance{}
+)
 
-// lowBalanceSQL judges each player of $1 against $2 days, records a
-// change in low_balance_state (a row lock whether it changed or not, in
-// player order) and answers the players that crossed. A player's first row
-// is a crossing only when it is low.
-const lowBalanceSQL = `WITH judged AS (
+// verdictSQL judges each player of $1 against $2 days: their Sparks
+// balance, what their running Marquees cost per day, and whether that
+// leaves them low. lowBalanceSQL and guardSQL share it, so the guard
+// judges exactly as the observer does.
+const verdictSQL = `WITH judged AS (
 	SELECT i.player_id, coalesce(w.balance, 0) AS balance, coalesce(m.per_day, 0) AS per_day
 	FROM unnest($1::bigint[]) AS i(player_id)
 	LEFT JOIN wallets w ON w.player_id = i.player_id AND w.currency = 'sparks'
@@ -57,7 +65,12 @@ const lowBalanceSQL = `WITH judged AS (
 		WHERE player_id = i.player_id AND desired_state = 'running') m
 ), verdict AS (
 	SELECT *, coalesce(balance / nullif(per_day, 0) < $2::bigint, false) AS low FROM judged
-), state AS (
+)`
+
+// lowBalanceSQL records a change in low_balance_state (a row lock whether
+// it changed or not, in player order) and answers the players that
+// crossed. A player's first row is a crossing only when it is low.
+const lowBalanceSQL = verdictSQL + `, state AS (
 	INSERT INTO low_balance_state AS s (player_id, low, crossings)
 	SELECT player_id, low, low::int FROM verdict ORDER BY player_id
 	ON CONFLICT (player_id) DO UPDATE SET low = excluded.low, crossings = s.crossings + 1
@@ -67,13 +80,33 @@ const lowBalanceSQL = `WITH judged AS (
 SELECT s.player_id, s.low, s.crossings, v.balance, v.per_day FROM state s JOIN verdict v USING (player_id)
 WHERE s.crossings > 0 ORDER BY s.player_id`
 
+// guardSQL fails (wallet.GuardSQLState) for a player whose verdict differs
+// from their recorded state (no row: not low), the only case in which
+// lowBalanceSQL sends an event, and writes nothing. A player without a row
+// who is not low gets no row from the guard's path; that row would say
+// "not low, no crossing", which is what no row means.
+var guardSQL = verdictSQL + `
+SELECT ` + wallet.SQLGuardFailed(`'low-balance crossing of player ' || v.player_id`) + `
+FROM verdict v LEFT JOIN low_balance_state s USING (player_id)
+WHERE v.low <> coalesce(s.low, false)`
+
+// SparksGuardSQL is the guard an autocommit post runs with its statement
+// (wallet.SparksGuard): it passes when SparksMovedTx would send nothing.
+func (l LowBalance) SparksGuardSQL(players []int64) (string, []any) {
+	return guardSQL, []any{players, l.days()}
+}
+
+func (l LowBalance) days() int64 {
+	if l.Days <= 0 {
+		return DefaultLowBalanceDays
+	}
+	return l.Days
+}
+
 // SparksMovedTx judges players in tx after their Sparks moved and emits
 // an event for each one that crossed the threshold.
 func (l LowBalance) SparksMovedTx(ctx context.Context, tx pgx.Tx, players []int64) error {
-	days := l.Days
-	if days <= 0 {
-		days = DefaultLowBalanceDays
-	}
+	days := l.days()
 	rows, err := tx.Query(ctx, lowBalanceSQL, players, days)
 	if err != nil {
 		return fmt.Errorf("events: low balance: %w", err)

@@ -3,7 +3,9 @@ package events_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -225,4 +227,124 @@ func TestLowBalanceAuditFindsAMissingEvent(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE low_balance_state SET crossings = 0 WHERE player_id = $1`, p)
 	require.NoError(t, err)
 	require.Equal(t, []string{"balance_event_without_crossing", "balance_event_without_crossing"}, audit())
+}
+
+// TestLowBalanceGuardJudgesAsTheObserver: two players make the same
+// seeded walk of Sparks credits, debits, conversions, replays and Marquee
+// starts and stops, one through the autocommit forms (Post, Convert: the
+// guard's one-statement path, and the observer only when the guard fails)
+// and one through PostTx and ConvertTx in a transaction of the test's
+// (the observer every time). Both end with the same crossings and events,
+// step by step.
+func TestLowBalanceGuardJudgesAsTheObserver(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			e := newLowEnv(t)
+			guarded, told := e.player(), e.player()
+			rng := rand.New(rand.NewPCG(seed, 7))
+			e.post(guarded, wallet.Mana, 1000)
+			e.post(told, wallet.Mana, 1000)
+			type move func(p int64, key string, inTx bool)
+			sparks := func(amount int64) move {
+				return func(p int64, key string, inTx bool) {
+					dir := wallet.Credit
+					if amount < 0 {
+						dir = wallet.Debit
+					}
+					pp := wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Direction: dir, Amount: max(amount, -amount),
+						Kind: wallet.KindAdjustment, IdempotencyKey: wallet.CallerKey(key)}
+					e.inTx(inTx, func(tx pgx.Tx) error {
+						var err error
+						if tx == nil {
+							_, err = e.wallet.Post(e.ctx, pp)
+						} else {
+							_, err = e.wallet.PostTx(e.ctx, tx, pp)
+						}
+						if errors.Is(err, wallet.ErrInsufficientBalance) {
+							return nil
+						}
+						return err
+					})
+				}
+			}
+			convert := func(p int64, key string, inTx bool) {
+				cp := wallet.ConvertParams{PlayerID: p, Mana: 3, IdempotencyKey: wallet.CallerKey(key)}
+				e.inTx(inTx, func(tx pgx.Tx) error {
+					var err error
+					if tx == nil {
+						_, err = e.wallet.Convert(e.ctx, cp)
+					} else {
+						_, err = e.wallet.ConvertTx(e.ctx, tx, cp)
+					}
+					return err
+				})
+			}
+			state := func(desired string) move {
+				return func(p int64, _ string, _ bool) {
+					_, err := e.pool.Exec(e.ctx, `WITH one AS (SELECT id FROM marquees WHERE player_id = $1 ORDER BY id LIMIT 1)
+						UPDATE marquees SET desired_state = $2 WHERE id IN (SELECT id FROM one)`, p, desired)
+					require.NoError(t, err)
+				}
+			}
+			start := func(p int64, _ string, _ bool) { e.marquee(p, 40) }
+			moves := []move{sparks(30), sparks(-30), sparks(90), sparks(-70), convert, start, state("stopped"), state("running")}
+			var keys []string
+			for step := range 120 {
+				key := fmt.Sprintf("walk-%d", step)
+				if len(keys) > 0 && rng.IntN(6) == 0 {
+					key = keys[rng.IntN(len(keys))] // a replay (or a key reused with other terms: refused alike)
+				}
+				keys = append(keys, key)
+				m := moves[rng.IntN(len(moves))]
+				m(guarded, "g-"+key, false)
+				m(told, "t-"+key, true)
+				require.Equal(t, e.crossings(told), e.crossings(guarded), "step %d", step)
+				require.Equal(t, len(e.events(told)), len(e.events(guarded)), "step %d", step)
+			}
+			g, o := e.events(guarded), e.events(told)
+			for i := range o {
+				require.Equal(t, o[i].Type, g[i].Type)
+				require.Equal(t, o[i].Data, g[i].Data)
+			}
+			require.NotEmpty(t, o, "the walk crossed the threshold")
+		})
+	}
+}
+
+// inTx runs f in a transaction of the test's when inTx, else with a nil
+// tx (f uses the autocommit forms). A refused key (reused with other
+// terms) is not an error of the walk's.
+func (e *lowEnv) inTx(inTx bool, f func(tx pgx.Tx) error) {
+	ok := func(err error) bool {
+		return err == nil || errors.Is(err, wallet.ErrIdempotencyKeyReused) || errors.Is(err, wallet.ErrInsufficientBalance)
+	}
+	if !inTx {
+		require.True(e.t, ok(f(nil)))
+		return
+	}
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(e.t, err)
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	err = f(tx)
+	require.True(e.t, ok(err), "%v", err)
+	require.NoError(e.t, tx.Commit(e.ctx))
+}
+
+// crossings is the player's low-balance state: low, and crossings so far
+// (no row: not low, none).
+func (e *lowEnv) crossings(p int64) [2]int64 {
+	var lowNow bool
+	var n int64
+	err := e.pool.QueryRow(e.ctx, `SELECT low, crossings FROM low_balance_state WHERE player_id = $1`, p).Scan(&lowNow, &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return [2]int64{0, 0}
+	}
+	require.NoError(e.t, err)
+	l := int64(0)
+	if lowNow {
+		l = 1
+	}
+	return [2]int64{l, n}
 }
