@@ -2,7 +2,6 @@ package enforcer
 
 import (
 	"cmp"
-	"context"
 	"slices"
 	"time"
 
@@ -19,12 +18,13 @@ func UnfundedKey(marqueeID int64, day string) string {
 	return wallet.FundingKey(marqueeID, day).String() + ":unfunded"
 }
 
-// emitFunding writes, in the batch's transaction, marquee.funded for
-// each Marquee debited now (keyed on its day's funding key) and
-// marquee.unfunded for each whose day began without the Sparks to pay for
-// it and that no earlier day still covers. The batch's posts locked every
-// owner's wallet already; events go in player order all the same.
-func emitFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Time) error {
+// emitFunding queues on b, to be sent in the batch's transaction,
+// marquee.funded for each Marquee debited now (keyed on its day's funding
+// key) and marquee.unfunded for each whose day began without the Sparks to
+// pay for it and that no earlier day still covers. The batch's posts
+// locked every owner's wallet already; events go in player order all the
+// same.
+func emitFunding(b *pgx.Batch, plans []*planned, now time.Time) (*events.Queued, error) {
 	var evs []events.Event
 	for _, p := range plans {
 		if ev, ok := fundingEvent(p, now); ok {
@@ -32,8 +32,7 @@ func emitFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Time
 		}
 	}
 	slices.SortStableFunc(evs, func(a, b events.Event) int { return cmp.Compare(a.PlayerID, b.PlayerID) })
-	_, err := events.EmitManyTx(ctx, tx, evs)
-	return err
+	return events.QueueMany(b, evs)
 }
 
 func fundingEvent(p *planned, now time.Time) (events.Event, bool) {

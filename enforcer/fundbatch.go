@@ -128,9 +128,6 @@ func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
 	if err := recordFunding(ctx, tx, plans, now); err != nil {
 		return err
 	}
-	if err := emitFunding(ctx, tx, plans, now); err != nil {
-		return err
-	}
 	if err := s.completeJobs(ctx, tx, plans); err != nil {
 		return err
 	}
@@ -245,12 +242,17 @@ func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned) error 
 
 // recordFunding moves paid_through of the debited Marquees to the end of
 // their day (GREATEST: never back) and marks the refused ones unfunded (a
-// Marquee still inside a paid day stays funded), in one statement.
+// Marquee still inside a paid day stays funded), in one statement, and
+// writes the funding events (emitFunding) in the same round trip. The new
+// paid_through is known before the statement runs (each row is locked
+// since lockMarquees read it), so the events need not wait for it; the
+// statement's answer is checked against it.
 func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Time) error {
 	var ids []int64
 	var ends []time.Time
 	var paid []bool
 	var reasons []*string
+	want := map[int64]time.Time{}
 	for _, p := range plans {
 		if p.post < 0 || !p.complete {
 			continue
@@ -260,13 +262,15 @@ func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Ti
 		var reason *string
 		if p.res.Outcome == OutcomeInsufficient {
 			reason = &p.res.Error
+		} else {
+			through := laterOf(p.marquee.paidThrough, p.end)
+			p.res.PaidThrough, want[p.res.MarqueeID] = &through, through
 		}
 		reasons = append(reasons, reason)
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	rows, err := tx.Query(ctx, `UPDATE marquees m SET
+	b := &pgx.Batch{}
+	if len(ids) > 0 {
+		b.Queue(`UPDATE marquees m SET
 		paid_through = CASE WHEN v.paid THEN GREATEST(m.paid_through, v.day_end) ELSE m.paid_through END,
 		status = CASE WHEN v.paid THEN 'funded' WHEN m.paid_through > $5 THEN m.status ELSE 'unfunded' END,
 		last_funding_error = v.reason,
@@ -274,22 +278,52 @@ func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Ti
 		updated_at = $5
 		FROM unnest($1::bigint[], $2::timestamptz[], $3::bool[], $4::text[]) AS v(id, day_end, paid, reason)
 		WHERE m.id = v.id
-		RETURNING m.id, m.paid_through`, ids, ends, paid, reasons, now)
-	if err != nil {
+		RETURNING m.id, m.paid_through, v.paid`, ids, ends, paid, reasons, now).Query(func(rows pgx.Rows) error {
+			return checkPaidThrough(rows, want)
+		})
+	}
+	q, err := emitFunding(b, plans, now)
+	if err != nil || b.Len() == 0 {
+		return err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("enforcer: record funding: %w", err)
 	}
-	moved := map[int64]*time.Time{}
-	var id int64
-	var through *time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&id, &through}, func() error { moved[id] = through; return nil }); err != nil {
-		return fmt.Errorf("enforcer: record funding: %w", err)
-	}
-	for _, p := range plans {
-		if p.post >= 0 && p.complete && p.res.Outcome != OutcomeInsufficient {
-			p.res.PaidThrough = moved[p.res.MarqueeID]
-		}
+	if _, err := q.Finish(ctx, tx); err != nil {
+		return fmt.Errorf("enforcer: funding events: %w", err)
 	}
 	return nil
+}
+
+// checkPaidThrough reads the updated Marquees and fails unless each
+// funded one's new paid_through is the one computed for its event.
+func checkPaidThrough(rows pgx.Rows, want map[int64]time.Time) error {
+	var id int64
+	var through *time.Time
+	var paid bool
+	n := 0
+	_, err := pgx.ForEachRow(rows, []any{&id, &through, &paid}, func() error {
+		if !paid {
+			return nil
+		}
+		n++
+		if w, ok := want[id]; !ok || through == nil || !w.Equal(*through) {
+			return fmt.Errorf("marquee %d: paid_through is %v, the batch computed %s", id, through, w)
+		}
+		return nil
+	})
+	if err == nil && n != len(want) {
+		err = fmt.Errorf("%d of %d funded Marquees updated", n, len(want))
+	}
+	return err
+}
+
+// laterOf is GREATEST(paid_through, end) in Go (NULL paid_through: end).
+func laterOf(paidThrough *time.Time, end time.Time) time.Time {
+	if paidThrough != nil && paidThrough.After(end) {
+		return *paidThrough
+	}
+	return end
 }
 
 // completeJobs completes every finished job of the batch in tx, with its

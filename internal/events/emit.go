@@ -93,47 +93,84 @@ func EmitManyTx(ctx context.Context, tx pgx.Tx, evs []Event) ([]Emitted, error) 
 	if len(evs) == 0 {
 		return nil, nil
 	}
+	b := &pgx.Batch{}
+	q, err := QueueMany(b, evs)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("events: write %d events: %w", len(evs), err)
+	}
+	return q.Finish(ctx, tx)
+}
+
+// Queued is EmitManyTx's statement queued on a caller's batch.
+type Queued struct {
+	evs        []Event
+	written    map[string]Emitted
+	deliveries []int64
+	read       bool
+}
+
+// QueueMany queues EmitManyTx's statement for evs on b, for a caller that
+// sends the effect's own statements in the same round trip (b must be
+// sent in the effect's transaction). After the batch is closed without an
+// error, Finish enqueues the delivery jobs and answers as EmitManyTx
+// does. No evs queue nothing.
+func QueueMany(b *pgx.Batch, evs []Event) (*Queued, error) {
+	q := &Queued{evs: evs, written: map[string]Emitted{}}
+	if len(evs) == 0 {
+		return q, nil
+	}
 	var ids, types, data []string
 	var players []int64
 	for _, ev := range evs {
 		if err := CheckTypes([]string{ev.Type}); err != nil {
 			return nil, err
 		}
-		b, err := json.Marshal(ev.Data)
+		raw, err := json.Marshal(ev.Data)
 		if err != nil {
 			return nil, fmt.Errorf("events: %s data: %w", ev.Type, err)
 		}
 		if !slices.Contains(ids, ev.ID()) {
-			ids, types, players, data = append(ids, ev.ID()), append(types, ev.Type), append(players, ev.PlayerID), append(data, string(b))
+			ids, types, players, data = append(ids, ev.ID()), append(types, ev.Type), append(players, ev.PlayerID), append(data, string(raw))
 		}
 	}
-	rows, err := tx.Query(ctx, emitSQL, ids, types, players, data, APIVersion)
-	if err != nil {
-		return nil, fmt.Errorf("events: write %d events: %w", len(evs), err)
-	}
-	written := map[string]Emitted{}
-	var deliveries []int64
-	var e Emitted
-	var ds []int64
-	_, err = pgx.ForEachRow(rows, []any{&e.ID, &e.Sequence, &ds}, func() error {
-		e.Deliveries, deliveries = len(ds), append(deliveries, ds...)
-		written[e.ID] = e
-		return nil
+	b.Queue(emitSQL, ids, types, players, data, APIVersion).Query(func(rows pgx.Rows) error {
+		var e Emitted
+		var ds []int64
+		_, err := pgx.ForEachRow(rows, []any{&e.ID, &e.Sequence, &ds}, func() error {
+			e.Deliveries, q.deliveries = len(ds), append(q.deliveries, ds...)
+			q.written[e.ID] = e
+			return nil
+		})
+		q.read = err == nil
+		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("events: write %d events: %w", len(evs), err)
+	return q, nil
+}
+
+// Finish enqueues the delivery jobs of the events written, in tx, and
+// answers each event of the queued ones: written, or Replayed when it
+// existed already (or repeats one before it).
+func (q *Queued) Finish(ctx context.Context, tx pgx.Tx) ([]Emitted, error) {
+	if len(q.evs) == 0 {
+		return nil, nil
 	}
-	if err := insertJobs(ctx, tx, deliveries); err != nil {
+	if !q.read {
+		return nil, fmt.Errorf("events: %d events queued but their batch was not sent", len(q.evs))
+	}
+	if err := insertJobs(ctx, tx, q.deliveries); err != nil {
 		return nil, err
 	}
-	out := make([]Emitted, len(evs))
-	for i, ev := range evs {
+	out := make([]Emitted, len(q.evs))
+	for i, ev := range q.evs {
 		id := ev.ID()
-		w, ok := written[id]
+		w, ok := q.written[id]
 		if !ok {
 			w = Emitted{ID: id, Replayed: true}
 		}
-		out[i], written[id] = w, Emitted{ID: id, Replayed: true} // a repeat in evs is a replay
+		out[i], q.written[id] = w, Emitted{ID: id, Replayed: true} // a repeat in evs is a replay
 	}
 	return out, nil
 }
