@@ -53,24 +53,37 @@ var (
 	_ wallet.SparksGuard    = LowBalance{}
 )
 
-// verdictSQL judges each player of $1 against $2 days: their Sparks
+// The players a statement judges: $1 as one bigint, or as an array. A
+// post's statement judges one player, and with a scalar PostgreSQL keeps
+// one generic plan for the prepared statement; over an array (whose
+// length a generic plan cannot know) it plans every execution anew, which
+// costs more than running it. A batch pays that once for all its players.
+const (
+	onePlayer   = `(SELECT $1::bigint) AS i(player_id)`
+	manyPlayers = `unnest($1::bigint[]) AS i(player_id)`
+)
+
+// verdictSQL judges each player of players against $2 days: their Sparks
 // balance, what their running Marquees cost per day, and whether that
-// leaves them low. lowBalanceSQL and guardSQL share it, so the guard
-// judges exactly as the observer does.
-const verdictSQL = `WITH judged AS (
-	SELECT i.player_id, coalesce(w.balance, 0) AS balance, coalesce(m.per_day, 0) AS per_day
-	FROM unnest($1::bigint[]) AS i(player_id)
-	LEFT JOIN wallets w ON w.player_id = i.player_id AND w.currency = 'sparks'
-	CROSS JOIN LATERAL (SELECT sum(daily_price)::bigint AS per_day FROM marquees
-		WHERE player_id = i.player_id AND desired_state = 'running') m
+// leaves them low. The observer's statement and the guard share it, so
+// the guard judges exactly as the observer does.
+func verdictSQL(players string) string {
+	return `WITH judged AS (
+	SELECT i.player_id,
+		coalesce((SELECT w.balance FROM wallets w WHERE w.player_id = i.player_id AND w.currency = 'sparks'), 0) AS balance,
+		coalesce((SELECT sum(m.daily_price)::bigint FROM marquees m
+			WHERE m.player_id = i.player_id AND m.desired_state = 'running'), 0) AS per_day
+	FROM ` + players + `
 ), verdict AS (
 	SELECT *, coalesce(balance / nullif(per_day, 0) < $2::bigint, false) AS low FROM judged
 )`
+}
 
-// lowBalanceSQL records a change in low_balance_state (a row lock whether
+// observerSQL records a change in low_balance_state (a row lock whether
 // it changed or not, in player order) and answers the players that
 // crossed. A player's first row is a crossing only when it is low.
-const lowBalanceSQL = verdictSQL + `, state AS (
+func observerSQL(players string) string {
+	return verdictSQL(players) + `, state AS (
 	INSERT INTO low_balance_state AS s (player_id, low, crossings)
 	SELECT player_id, low, low::int FROM verdict ORDER BY player_id
 	ON CONFLICT (player_id) DO UPDATE SET low = excluded.low, crossings = s.crossings + 1
@@ -79,21 +92,39 @@ const lowBalanceSQL = verdictSQL + `, state AS (
 )
 SELECT s.player_id, s.low, s.crossings, v.balance, v.per_day FROM state s JOIN verdict v USING (player_id)
 WHERE s.crossings > 0 ORDER BY s.player_id`
+}
 
 // guardSQL fails (wallet.GuardSQLState) for a player whose verdict differs
-// from their recorded state (no row: not low), the only case in which
-// lowBalanceSQL sends an event, and writes nothing. A player without a row
-// who is not low gets no row from the guard's path; that row would say
-// "not low, no crossing", which is what no row means.
-var guardSQL = verdictSQL + `
+// from their recorded state (no row: not low), the only case in which the
+// observer's statement sends an event, and writes nothing. A player
+// without a row who is not low gets no row from the guard's path; that
+// row would say "not low, no crossing", which is what no row means.
+func guardSQL(players string) string {
+	return verdictSQL(players) + `
 SELECT ` + wallet.SQLGuardFailed(`'low-balance crossing of player ' || v.player_id`) + `
 FROM verdict v LEFT JOIN low_balance_state s USING (player_id)
 WHERE v.low <> coalesce(s.low, false)`
+}
+
+var (
+	observerOne, observerMany = observerSQL(onePlayer), observerSQL(manyPlayers)
+	guardOne, guardMany       = guardSQL(onePlayer), guardSQL(manyPlayers)
+)
+
+// forPlayers picks the one-player or the array form of a statement and
+// its first argument.
+func forPlayers(players []int64, one, many string) (string, any) {
+	if len(players) == 1 {
+		return one, players[0]
+	}
+	return many, players
+}
 
 // SparksGuardSQL is the guard an autocommit post runs with its statement
 // (wallet.SparksGuard): it passes when SparksMovedTx would send nothing.
 func (l LowBalance) SparksGuardSQL(players []int64) (string, []any) {
-	return guardSQL, []any{players, l.days()}
+	sql, arg := forPlayers(players, guardOne, guardMany)
+	return sql, []any{arg, l.days()}
 }
 
 func (l LowBalance) days() int64 {
@@ -107,7 +138,8 @@ func (l LowBalance) days() int64 {
 // an event for each one that crossed the threshold.
 func (l LowBalance) SparksMovedTx(ctx context.Context, tx pgx.Tx, players []int64) error {
 	days := l.days()
-	rows, err := tx.Query(ctx, lowBalanceSQL, players, days)
+	sql, arg := forPlayers(players, observerOne, observerMany)
+	rows, err := tx.Query(ctx, sql, arg, days)
 	if err != nil {
 		return fmt.Errorf("events: low balance: %w", err)
 	}
