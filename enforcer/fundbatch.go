@@ -122,10 +122,15 @@ func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
 		return err
 	}
 	now := s.now()
-	if err := s.debit(ctx, tx, plans); err != nil {
+	// One batch carries, after the debits, the low-balance judgement of
+	// the players they moved, the Marquees' new paid_through and the
+	// funding events: one round trip.
+	b := &pgx.Batch{}
+	told, err := s.debit(ctx, tx, plans, b)
+	if err != nil {
 		return err
 	}
-	if err := recordFunding(ctx, tx, plans, now); err != nil {
+	if err := recordFunding(ctx, tx, plans, now, b, told); err != nil {
 		return err
 	}
 	if err := s.completeJobs(ctx, tx, plans); err != nil {
@@ -193,8 +198,9 @@ func readLocked(br pgx.BatchResults) (map[int64]*lockedMarquee, error) {
 }
 
 // debit decides each job (stopped, already paid, or due) and debits the due
-// ones with their day's funding key.
-func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned) error {
+// ones with their day's funding key. The wallet's observer is queued on b
+// (wallet.PostBatchQueuedTx); told finishes it once b is sent.
+func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned, b *pgx.Batch) (told func(context.Context) error, err error) {
 	var posts []wallet.PostParams
 	for _, p := range plans {
 		m := p.marquee
@@ -214,11 +220,11 @@ func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned) error 
 		}
 	}
 	if len(posts) == 0 {
-		return nil
+		return func(context.Context) error { return nil }, nil
 	}
-	out, errs, err := s.wallet.PostBatchTx(ctx, tx, posts)
+	out, errs, told, err := s.wallet.PostBatchQueuedTx(ctx, tx, posts, b)
 	if err != nil {
-		return fmt.Errorf("enforcer: debit batch: %w", err)
+		return nil, fmt.Errorf("enforcer: debit batch: %w", err)
 	}
 	for _, p := range plans {
 		if p.post < 0 {
@@ -237,17 +243,18 @@ func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned) error 
 			p.res.Outcome, p.res.TransactionID, p.complete = OutcomeFunded, t.ID, true
 		}
 	}
-	return nil
+	return told, nil
 }
 
 // recordFunding moves paid_through of the debited Marquees to the end of
 // their day (GREATEST: never back) and marks the refused ones unfunded (a
 // Marquee still inside a paid day stays funded), in one statement, and
-// writes the funding events (emitFunding) in the same round trip. The new
+// writes the funding events (emitFunding) in the same round trip as the
+// low-balance judgement debit queued on b (told finishes it). The new
 // paid_through is known before the statement runs (each row is locked
 // since lockMarquees read it), so the events need not wait for it; the
 // statement's answer is checked against it.
-func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Time) error {
+func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Time, b *pgx.Batch, told func(context.Context) error) error {
 	var ids []int64
 	var ends []time.Time
 	var paid []bool
@@ -268,7 +275,6 @@ func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Ti
 		}
 		reasons = append(reasons, reason)
 	}
-	b := &pgx.Batch{}
 	if len(ids) > 0 {
 		b.Queue(`UPDATE marquees m SET
 		paid_through = CASE WHEN v.paid THEN GREATEST(m.paid_through, v.day_end) ELSE m.paid_through END,
@@ -288,6 +294,9 @@ func recordFunding(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Ti
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("enforcer: record funding: %w", err)
+	}
+	if err := told(ctx); err != nil {
+		return fmt.Errorf("enforcer: %w", err)
 	}
 	if _, err := q.Finish(ctx, tx); err != nil {
 		return fmt.Errorf("enforcer: funding events: %w", err)

@@ -87,7 +87,11 @@
 // and fails only when the observer would write, is pipelined after the
 // post's in one implicit transaction, and only a failed guard sends the
 // post again through a transaction of its own that tells the observer.
-// Without a guard, such posts always take that transaction.
+// Without a guard, such posts always take that transaction. A batch's
+// caller that sends more statements in the posts' transaction uses
+// PostBatchQueuedTx: an observer that is also a SparksQueuer has its
+// statement queued on the caller's pgx.Batch instead of a round trip of
+// its own.
 //
 // # Audit
 //

@@ -99,6 +99,19 @@ func (s *Store) applyGuarded(ctx context.Context, g *guardStmt, sql string, args
 // sparksMoved tells the observer which players' Sparks txs moved (the new
 // Sparks transactions among them; replays moved nothing).
 func (s *Store) sparksMoved(ctx context.Context, tx pgx.Tx, txs ...*Transaction) error {
+	players := s.movedPlayers(txs)
+	if len(players) == 0 {
+		return nil
+	}
+	if err := s.observer.SparksMovedTx(ctx, tx, players); err != nil {
+		return fmt.Errorf("wallet: sparks observer: %w", err)
+	}
+	return nil
+}
+
+// movedPlayers are the players, ascending and once each, whose Sparks txs
+// moved; none when the Store has no observer.
+func (s *Store) movedPlayers(txs []*Transaction) []int64 {
 	if s.observer == nil {
 		return nil
 	}
@@ -108,14 +121,8 @@ func (s *Store) sparksMoved(ctx context.Context, tx pgx.Tx, txs ...*Transaction)
 			players = append(players, t.PlayerID)
 		}
 	}
-	if len(players) == 0 {
-		return nil
-	}
 	slices.Sort(players)
-	if err := s.observer.SparksMovedTx(ctx, tx, slices.Compact(players)); err != nil {
-		return fmt.Errorf("wallet: sparks observer: %w", err)
-	}
-	return nil
+	return slices.Compact(players)
 }
 
 // observedTx runs f in a transaction of its own, committed through
@@ -136,13 +143,52 @@ func (s *Store) observedTx(ctx context.Context, f func(tx pgx.Tx) error) error {
 }
 
 // PostBatchTx is PostManyTx, then the Store's observer told once for the
-// whole batch, in tx, of every player whose Sparks it moved: what a caller
-// posting a batch uses (the enforcer's funding). PostManyTx alone leaves
-// the observer out.
+// whole batch, in tx, of every player whose Sparks it moved. PostManyTx
+// alone leaves the observer out.
 func (s *Store) PostBatchTx(ctx context.Context, tx pgx.Tx, ps []PostParams) ([]*Transaction, []error, error) {
 	out, errs, err := s.PostManyTx(ctx, tx, ps)
 	if err == nil {
 		err = s.sparksMoved(ctx, tx, out...)
 	}
 	return out, errs, err
+}
+
+// SparksQueuer is what an observer may also implement so that a batch's
+// telling rides in a round trip its caller makes anyway:
+// QueueSparksMoved queues on b what SparksMovedTx would run for players,
+// and the finish it returns, called in tx once b was sent there and closed
+// without an error, does the rest (what depends on the queued statement's
+// answers), and fails if b was not sent.
+type SparksQueuer interface {
+	QueueSparksMoved(b *pgx.Batch, playerIDs []int64) (finish func(ctx context.Context, tx pgx.Tx) error)
+}
+
+// PostBatchQueuedTx is PostBatchTx for a caller that sends b in tx next
+// (the enforcer's funding, which sends its own statements there): the
+// observer's telling is queued on b when it is a SparksQueuer, and
+// otherwise done now. The caller must call finish once b was sent and
+// closed without an error, before committing.
+func (s *Store) PostBatchQueuedTx(ctx context.Context, tx pgx.Tx, ps []PostParams, b *pgx.Batch) (
+	out []*Transaction, errs []error, finish func(context.Context) error, err error) {
+	out, errs, err = s.PostManyTx(ctx, tx, ps)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	finish = func(context.Context) error { return nil }
+	players := s.movedPlayers(out)
+	q, ok := s.observer.(SparksQueuer)
+	switch {
+	case len(players) == 0:
+	case !ok:
+		err = s.sparksMoved(ctx, tx, out...)
+	default:
+		f := q.QueueSparksMoved(b, players)
+		finish = func(ctx context.Context) error {
+			if err := f(ctx, tx); err != nil {
+				return fmt.Errorf("wallet: sparks observer: %w", err)
+			}
+			return nil
+		}
+	}
+	return out, errs, finish, err
 }

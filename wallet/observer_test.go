@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/wallet"
@@ -170,4 +171,76 @@ func TestGuardKeepsAutocommitPostsOneStatement(t *testing.T) {
 		"the guard's error rolled its post back")
 	require.Equal(t, int64(115), balance(t, pool, p, wallet.Sparks))
 	require.Empty(t, g.take())
+}
+
+// queuer is a recorder that queues its write on the caller's batch.
+type queuer struct{ recorder }
+
+func (q *queuer) QueueSparksMoved(b *pgx.Batch, players []int64) func(context.Context, pgx.Tx) error {
+	sent := false
+	b.Queue(`INSERT INTO low_balance_state (player_id, low, crossings) SELECT unnest($1::bigint[]), false, 0
+		ON CONFLICT (player_id) DO UPDATE SET crossings = low_balance_state.crossings + 2`, players).Exec(
+		func(pgconn.CommandTag) error { sent = true; return nil })
+	return func(_ context.Context, _ pgx.Tx) error {
+		if !sent {
+			return errors.New("queued but not sent")
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.calls = append(q.calls, players)
+		return nil
+	}
+}
+
+// TestPostBatchQueuedTx: a SparksQueuer's telling is queued on the
+// caller's batch and finished after it is sent (players once, in order,
+// replays left out); its finish fails when the batch was never sent; an
+// observer that cannot queue is told at once, as PostBatchTx tells it.
+func TestPostBatchQueuedTx(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	ctx := context.Background()
+	q := &queuer{}
+	s := wallet.New(pool, wallet.Options{Observer: q})
+	a, b := newPlayer(t, pool), newPlayer(t, pool)
+	fund(t, s, a, wallet.Sparks, 10)
+	fund(t, s, b, wallet.Sparks, 10)
+	q.take()
+	debits := func(prefix string, players ...int64) []wallet.PostParams {
+		var ps []wallet.PostParams
+		for i, p := range players {
+			ps = append(ps, wallet.PostParams{PlayerID: p, Currency: wallet.Sparks, Direction: wallet.Debit, Amount: 1,
+				Kind: wallet.KindFunding, IdempotencyKey: wallet.CallerKey(fmt.Sprintf("%s-%d", prefix, i))})
+		}
+		return ps
+	}
+	run := func(ps []wallet.PostParams, send bool) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			batch := &pgx.Batch{}
+			_, _, finish, err := s.PostBatchQueuedTx(ctx, tx, ps, batch)
+			if err != nil {
+				return err
+			}
+			if send && batch.Len() > 0 {
+				if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+					return err
+				}
+			}
+			return finish(ctx)
+		})
+	}
+	require.NoError(t, run(debits("q", b, a, b), true))
+	require.Equal(t, [][]int64{{min(a, b), max(a, b)}}, q.take())
+	require.Equal(t, int64(2), count(t, pool, `SELECT crossings FROM low_balance_state WHERE player_id = $1`, a),
+		"inserted at 0 when a was funded, +2 by the sent batch")
+	require.NoError(t, run(debits("q", b, a, b), true), "replays")
+	require.Empty(t, q.take(), "replays moved nothing")
+	err := run(debits("unsent", a), false)
+	require.ErrorContains(t, err, "queued but not sent")
+	require.Equal(t, int64(9), balance(t, pool, a, wallet.Sparks), "the unsent batch's debit rolled back with its transaction")
+
+	r := &recorder{}
+	s = wallet.New(pool, wallet.Options{Observer: r})
+	require.NoError(t, run(debits("r", a), false), "nothing queued: told at once")
+	require.Equal(t, [][]int64{{a}}, r.take())
 }

@@ -51,6 +51,7 @@ type LowBalance struct {
 var (
 	_ wallet.SparksObserver = LowBalance{}
 	_ wallet.SparksGuard    = LowBalance{}
+	_ wallet.SparksQueuer   = LowBalance{}
 )
 
 // The players a statement judges: $1 as one bigint, or as an array. A
@@ -137,25 +138,39 @@ func (l LowBalance) days() int64 {
 // SparksMovedTx judges players in tx after their Sparks moved and emits
 // an event for each one that crossed the threshold.
 func (l LowBalance) SparksMovedTx(ctx context.Context, tx pgx.Tx, players []int64) error {
+	b := &pgx.Batch{}
+	finish := l.QueueSparksMoved(b, players)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("events: low balance: %w", err)
+	}
+	return finish(ctx, tx)
+}
+
+// QueueSparksMoved is SparksMovedTx's judgement queued on b
+// (wallet.SparksQueuer); finish emits the crossings' events.
+func (l LowBalance) QueueSparksMoved(b *pgx.Batch, players []int64) func(context.Context, pgx.Tx) error {
 	days := l.days()
 	sql, arg := forPlayers(players, observerOne, observerMany)
-	rows, err := tx.Query(ctx, sql, arg, days)
-	if err != nil {
-		return fmt.Errorf("events: low balance: %w", err)
-	}
 	var evs []Event
-	var player, crossing, balance, perDay int64
-	var low bool
-	_, err = pgx.ForEachRow(rows, []any{&player, &low, &crossing, &balance, &perDay}, func() error {
-		evs = append(evs, balanceEvent(player, low, crossing, BalanceData{SparksBalance: balance,
-			SparksPerDay: perDay, DaysCovered: daysCovered(balance, perDay), ThresholdDays: days}))
-		return nil
+	read := false
+	b.Queue(sql, arg, days).Query(func(rows pgx.Rows) error {
+		var player, crossing, balance, perDay int64
+		var low bool
+		_, err := pgx.ForEachRow(rows, []any{&player, &low, &crossing, &balance, &perDay}, func() error {
+			evs = append(evs, balanceEvent(player, low, crossing, BalanceData{SparksBalance: balance,
+				SparksPerDay: perDay, DaysCovered: daysCovered(balance, perDay), ThresholdDays: days}))
+			return nil
+		})
+		read = err == nil
+		return err
 	})
-	if err != nil {
-		return fmt.Errorf("events: low balance: %w", err)
+	return func(ctx context.Context, tx pgx.Tx) error {
+		if !read {
+			return fmt.Errorf("events: the low-balance judgement of %d players was queued but not sent", len(players))
+		}
+		_, err := EmitManyTx(ctx, tx, evs)
+		return err
 	}
-	_, err = EmitManyTx(ctx, tx, evs)
-	return err
 }
 
 // daysCovered is the whole service days balance pays for; 0 when nothing
