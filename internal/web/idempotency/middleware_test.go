@@ -89,6 +89,15 @@ func newFixture(t *testing.T, opts idempotency.Options) *fixture {
 	p, _, err := players.Create(ctx, f.pool, "alice")
 	require.NoError(t, err)
 	f.player = p.ID
+	f.setHandler(f.effect(http.StatusCreated, 0))
+	f.serve(t, opts)
+	return f
+}
+
+// serve puts a middleware built with opts (over the fixture's pool, clock
+// and players) and a server in front of the fixture's handler: another
+// process sharing the database, when called again.
+func (f *fixture) serve(t *testing.T, opts idempotency.Options) {
 	opts.Pool = f.pool
 	opts.Now = f.clock.Now
 	opts.PlayerID = func(r *http.Request) (int64, bool) {
@@ -96,13 +105,11 @@ func newFixture(t *testing.T, opts idempotency.Options) *fixture {
 		return id, err == nil
 	}
 	f.mw = idempotency.NewMiddleware(opts)
-	f.setHandler(f.effect(http.StatusCreated, 0))
 	f.srv = httptest.NewServer(f.mw.Wrap(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
 		f.calls.Add(1)
 		(*f.handler.Load())(w, r, tx)
 	}))
 	t.Cleanup(f.srv.Close)
-	return f
 }
 
 func (f *fixture) setHandler(h idempotency.HandlerFunc) { f.handler.Store(&h) }
