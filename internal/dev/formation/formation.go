@@ -17,6 +17,7 @@
 package formation
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -256,14 +257,28 @@ func (f *Formation) setUpPrimary(ctx context.Context, n *Node) error {
 }
 
 // showURI is `pg_autoctl show uri --formation default`, with the
-// application's credentials.
+// application's credentials. It asks the monitor, which a busy machine
+// can leave unanswered for a while (pg_autoctl exits 6, a monitor error):
+// it asks again every second until ctx ends.
 func (f *Formation) showURI(ctx context.Context) (string, error) {
-	cmd := exec.CommandContext(ctx, f.bin, "show", "uri", "--formation", "default", "--pgdata", f.path("monitor"))
-	cmd.Env = append(os.Environ(), f.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: f.cred}
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("formation: pg_autoctl show uri: %w", err)
+	var out []byte
+	var err error
+	for {
+		cmd := exec.CommandContext(ctx, f.bin, "show", "uri", "--formation", "default", "--pgdata", f.path("monitor"))
+		cmd.Env = append(os.Environ(), f.env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: f.cred}
+		if out, err = cmd.Output(); err == nil {
+			break
+		}
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(exit.Stderr))
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("formation: pg_autoctl show uri: %w", err)
+		case <-time.After(time.Second):
+		}
 	}
 	u, err := url.Parse(strings.TrimSpace(string(out)))
 	if err != nil {
