@@ -280,6 +280,14 @@ func (r *Run) killStandbyThenPrimary(ctx context.Context) (*FaultResult, error) 
 // acknowledged.
 func (r *Run) cancelSyncWaits(ctx context.Context) (*FaultResult, error) {
 	res := &FaultResult{}
+	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
+	defer cancel()
+	// The last fault's node may still be rejoining, its primary in
+	// wait_primary, where commits wait for no standby: there would be no
+	// wait to cancel.
+	if err := r.fo.f.WaitHealthy(ctx); err != nil {
+		return res, err
+	}
 	primary, err := r.fo.f.Primary(ctx)
 	if err != nil || primary == nil {
 		return res, fmt.Errorf("no primary: %v", err)
@@ -314,17 +322,18 @@ func signal(pids []int, sig syscall.Signal) {
 	}
 }
 
-// cancelWaiting cancels, for d, every session of the database waiting for
-// synchronous replication, and returns how many waits it cancelled (a
-// session still shown waiting on the next look, its cancel not yet acted
-// on, counts once).
+// cancelWaiting cancels every session of the database waiting for
+// synchronous replication, for d and then until it has cancelled one (or
+// ctx ends: a light load may take a while to commit), and returns how many
+// waits it cancelled (a session still shown waiting on the next look, its
+// cancel not yet acted on, counts once).
 func cancelWaiting(ctx context.Context, conn *pgx.Conn, d time.Duration) int {
 	type wait struct {
 		pid   int
 		since time.Time
 	}
 	seen := map[wait]bool{}
-	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; {
+	for end := time.Now().Add(d); (time.Now().Before(end) || len(seen) == 0) && ctx.Err() == nil; {
 		rows, err := conn.Query(ctx, `SELECT pid, coalesce(xact_start, query_start, now()) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event = 'SyncRep' AND pg_cancel_backend(pid)`)
 		if err == nil {
