@@ -112,7 +112,9 @@ func TestCommitNotDurableConcurrent(t *testing.T) {
 					return
 				}
 				if _, err := tx.Exec(ctx, `INSERT INTO durable_notes VALUES ($1)`, 100+i*10+j); err != nil {
-					errs[i] = err
+					// Give the connection back: a test that fails must not
+					// hang in the pool's Close.
+					errs[i] = errors.Join(err, tx.Rollback(ctx))
 					return
 				}
 				if err := durable.Commit(ctx, tx); !errors.Is(err, durable.ErrNotDurable) {

@@ -105,23 +105,43 @@ func requireAbsentStandby(t testing.TB, ctx context.Context) {
 	}
 }
 
-// cancelWaiting cancels each session of db waiting for the standby. It
-// counts a wait before cancelling it: the cancelled commit answers its
-// caller at once, and a test reading the count after that answer must
-// find it counted (nothing else ends these waits, so none is counted that
-// is not then cancelled).
-func cancelWaiting(ctx context.Context, conn *pgx.Conn, db string, n *atomic.Int64) {
-	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'SyncRep'`, db)
+// wait is one commit's wait for the standby: the session, and the
+// transaction that waits (its xid and start).
+type wait struct {
+	pid int32
+	txn string
+}
+
+// cancelWaiting cancels each wait of db's sessions for the standby, once.
+// A cancel is a signal the session acts on when it is next scheduled, so
+// on a busy machine the next look may still show the wait it ends; a
+// second cancel would then hit the session's next statement (an INSERT of
+// its next transaction), which is no commit's wait. Each wait is counted
+// before it is cancelled: the cancelled commit answers its caller at
+// once, and a test reading the count after that answer must find it
+// counted (nothing else ends these waits, so none is counted that is not
+// then cancelled).
+func cancelWaiting(ctx context.Context, conn *pgx.Conn, db string, n *atomic.Int64, done map[wait]bool) {
+	rows, err := conn.Query(ctx, `SELECT pid, coalesce(backend_xid::text, '') || '@' || coalesce(xact_start::text, '')
+		FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'SyncRep'`, db)
 	if err != nil {
 		return
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	waits, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wait, error) {
+		var w wait
+		err := r.Scan(&w.pid, &w.txn)
+		return w, err
+	})
 	if err != nil {
 		return
 	}
-	for _, pid := range pids {
+	for _, w := range waits {
+		if done[w] {
+			continue
+		}
+		done[w] = true
 		n.Add(1)
-		_, _ = conn.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid)
+		_, _ = conn.Exec(ctx, `SELECT pg_cancel_backend($1)`, w.pid)
 	}
 }
 
@@ -141,8 +161,9 @@ func CancelWaits(t testing.TB, pool *pgxpool.Pool) *atomic.Int64 {
 			return
 		}
 		defer conn.Close(context.Background())
+		cancelled := map[wait]bool{}
 		for ctx.Err() == nil {
-			cancelWaiting(ctx, conn, db, &n)
+			cancelWaiting(ctx, conn, db, &n, cancelled)
 			select {
 			case <-ctx.Done():
 			case <-time.After(5 * time.Millisecond):
