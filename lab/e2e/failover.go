@@ -39,6 +39,10 @@ type FaultResult struct {
 	// answered 503 meanwhile (API and webhook intake, every process).
 	WritesBack  time.Duration
 	Answered503 int64
+	// Promoted is the time from the fault to the monitor's new primary
+	// (reported and assigned): of WritesBack, what pg_auto_failover took;
+	// the rest is billing finding it.
+	Promoted time.Duration
 	// Cancelled counts the commits whose synchronous-replication wait the
 	// fault cancelled (the cancel fault only).
 	Cancelled int
@@ -191,7 +195,7 @@ func (r *Run) lose(ctx context.Context, l loss) (*FaultResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.NewPrimary = next.Name
+	res.NewPrimary, res.Promoted = next.Name, time.Since(at)
 	if res.WritesBack, err = r.fo.probe.writesBack(ctx, at); err != nil {
 		return res, err
 	}

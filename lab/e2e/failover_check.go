@@ -266,9 +266,9 @@ func (fr *FailoverReport) print(w io.Writer) {
 	row("provider events / probe writes acknowledged", fmt.Sprintf("%d / %d", fr.HooksAcked, fr.ProbesAcked))
 	row("commits refused as not durable", fr.NotDurable)
 	for _, f := range fr.Faults {
-		fmt.Fprintf(w, "  fault: %s (%s -> %s): writes back after %v, %d answered 503, rejoined in %v",
-			f.Name, f.OldPrimary, f.NewPrimary, f.WritesBack.Round(100*time.Millisecond), f.Answered503,
-			f.Rejoined.Round(100*time.Millisecond))
+		fmt.Fprintf(w, "  fault: %s (%s -> %s): promoted after %v, writes back after %v, %d answered 503, rejoined in %v",
+			f.Name, f.OldPrimary, f.NewPrimary, f.Promoted.Round(100*time.Millisecond),
+			f.WritesBack.Round(100*time.Millisecond), f.Answered503, f.Rejoined.Round(100*time.Millisecond))
 		if f.Cancelled > 0 {
 			fmt.Fprintf(w, ", %d waits cancelled", f.Cancelled)
 		}

@@ -85,6 +85,9 @@ func TestFailover(t *testing.T) {
 		require.NoError(t, queryRow(ctx, next.AdminURL(), `SELECT count(*) FROM notes`, &n))
 		require.Equal(t, i+2, n, "every committed row is on the new primary")
 
+		if i == 0 {
+			requireDiagnosis(t, ctx, f, primary)
+		}
 		require.NoError(t, primary.Thaw())
 		if !primary.Running() {
 			require.NoError(t, primary.Start())
@@ -95,6 +98,23 @@ func TestFailover(t *testing.T) {
 		require.Contains(t, standbys, primary, "the old primary rejoined as a standby")
 		primary = next
 	}
+}
+
+// requireDiagnosis: while lost is down the formation cannot be whole, and
+// a wait for it that runs out says why: lost's keeper is not running, and
+// the monitor's last events name the failover it ran.
+func requireDiagnosis(t *testing.T, ctx context.Context, f *formation.Formation, lost *formation.Node) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err := f.WaitHealthy(wctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "keeper of "+lost.Name+" not running")
+	require.ErrorContains(t, err, "monitor's last events:")
+	events, err := f.Events(ctx, 50)
+	require.NoError(t, err)
+	require.NotEmpty(t, events)
+	require.Contains(t, strings.Join(events, "\n"), "prepare_promotion", "the failover is in the monitor's events")
 }
 
 // requireLocked: the monitor and every data node listen on loopback only

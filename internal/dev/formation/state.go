@@ -214,8 +214,8 @@ func (f *Formation) waitState(ctx context.Context, what string, done func([]Stat
 			for _, s := range last {
 				desc = append(desc, s.String())
 			}
-			return fmt.Errorf("formation: waiting for %s: %w (last states: %s; last error: %v; logs in %s)",
-				what, ctx.Err(), strings.Join(desc, ", "), lastErr, f.opts.Dir)
+			return fmt.Errorf("formation: waiting for %s: %w (last states: %s; last error: %v; %s; logs in %s)",
+				what, ctx.Err(), strings.Join(desc, ", "), lastErr, f.diagnosis(context.WithoutCancel(ctx)), f.opts.Dir)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -284,4 +284,46 @@ func ReplacedIn(states []State, n *Node) bool {
 		}
 	}
 	return other
+}
+
+// diagnosis says, for a wait that timed out, which keepers are not
+// running and the monitor's last events: what each node reported and was
+// told, and why, which is what an operator reads first when a formation
+// is stuck (the node logs are often rotated away by then).
+func (f *Formation) diagnosis(ctx context.Context) string {
+	var b strings.Builder
+	for _, n := range f.nodes {
+		if !n.Running() {
+			fmt.Fprintf(&b, "keeper of %s not running; ", n.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	events, err := f.Events(ctx, 30)
+	if err != nil {
+		fmt.Fprintf(&b, "monitor events: %v", err)
+		return b.String()
+	}
+	b.WriteString("monitor's last events:")
+	for _, e := range events {
+		b.WriteString("\n  " + e)
+	}
+	return b.String()
+}
+
+// Events are the monitor's last n events (pgautofailover.event), oldest
+// first, each one line: time, node, reported and goal state, description.
+func (f *Formation) Events(ctx context.Context, n int) ([]string, error) {
+	conn, err := pgx.Connect(ctx, f.monitorAdminURL())
+	if err != nil {
+		return nil, fmt.Errorf("formation: monitor: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT to_char(eventtime, 'HH24:MI:SS.MS') || ' ' || nodename || ' ' ||
+			reportedstate::text || '/' || goalstate::text || ': ' || description
+		FROM (SELECT * FROM pgautofailover.event ORDER BY eventid DESC LIMIT $1) e ORDER BY eventid`, n)
+	if err != nil {
+		return nil, fmt.Errorf("formation: monitor events: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
