@@ -115,7 +115,7 @@ primary is whichever node accepts writes). Lose a node's machine (its keeper
 and PostgreSQL) with:
 %s
 and watch: the [ha] lines here show the monitor promote a standby (about
-ten seconds; the timeouts are lowered for trying, see docs/operations.md for
+ten seconds; the timeouts are lowered for trying, see docs/deploying.md for
 production's), the API and webhooks answer 503 meanwhile and then carry on,
 and once the monitor has promoted another node the lost one comes back as a
 standby. Keep the curl lines above running while you do it. Every server

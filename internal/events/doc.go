@@ -18,5 +18,5 @@
 // short durable transaction recording the attempt. A failure is retried on
 // Schedule (about three days); an endpoint whose deliveries all failed for
 // the whole schedule is disabled with a reason (docs/contract.md,
-// docs/operations.md "Outgoing events").
+// docs/deploying.md "Outgoing events").
 package events

@@ -18,7 +18,7 @@ import (
 // asking for one type, half for every type): one endpoint; every caller
 // answered its id; exactly one created it and saw its secret, which is the
 // one stored; the others were answered the endpoint unchanged, without a
-// secret (docs/operations.md: adding a URL twice changes nothing and does
+// secret (docs/deploying.md: adding a URL twice changes nothing and does
 // not show the secret again).
 func TestAddEndpointRacingOnOneURL(t *testing.T) {
 	t.Parallel()

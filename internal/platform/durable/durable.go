@@ -166,7 +166,7 @@ func serverOf(c *pgconn.PgConn) string {
 // request, a statement timeout, or the connection being terminated) after
 // the transaction had committed locally. PostgreSQL gives it no SQLSTATE
 // of its own, so it is recognised by its text, as the server writes it
-// with lc_messages in English (the default; see docs/operations.md).
+// with lc_messages in English (the default; see docs/deploying.md).
 func IsSyncRepCancel(n *pgconn.Notice) bool {
 	if n == nil || n.Severity != "WARNING" && n.SeverityUnlocalized != "WARNING" {
 		return false
