@@ -37,19 +37,17 @@ const pendingSQL = `FROM river_job WHERE state = ANY($3::river_job_state[])
 // waits 81s before its next one, through no fault of billing. The
 // window then ends retryGrace after the latest such retry is due, and
 // never later than maxRetryWait past its own end.
-func (r *Run) settle(ctx context.Context) bool {
+func (r *Run) settle(ctx context.Context) (bool, string) {
 	start := time.Now()
 	deadline := start.Add(r.opts.Settle)
 	hardStop := deadline.Add(maxRetryWait)
 	quiet := 0
+	left := "nothing looked at yet"
 	for time.Now().Before(deadline) {
-		var busy int
-		err := r.pool.QueryRow(ctx, `SELECT count(*) `+pendingSQL, r.loadEnd, time.Now(),
-			[]string{"available", "running", "retryable"}, []string{"available", "running"}, churnWindow.Seconds()).Scan(&busy)
-		if err == nil && busy == 0 && r.lostRecovered(ctx) && r.sweptTwice(ctx) && r.deliveriesDone(ctx) {
+		if left = r.unsettled(ctx); left == "" {
 			quiet++
 			if quiet >= 3 {
-				return true
+				return true, ""
 			}
 		} else {
 			quiet = 0
@@ -57,7 +55,29 @@ func (r *Run) settle(ctx context.Context) bool {
 		deadline = r.stretchForRetries(ctx, deadline, hardStop)
 		time.Sleep(500 * time.Millisecond)
 	}
-	return false
+	return false, fmt.Sprintf("after %v, at the last look: %s", time.Since(start).Round(time.Second), left)
+}
+
+// unsettled says what is still to be done ("" when nothing is): River
+// jobs pending but fresh churn, lost webhooks not yet recovered, fewer than
+// two sweeps since the load, event deliveries pending.
+func (r *Run) unsettled(ctx context.Context) string {
+	var busy int
+	err := r.pool.QueryRow(ctx, `SELECT count(*) `+pendingSQL, r.loadEnd, time.Now(),
+		[]string{"available", "running", "retryable"}, []string{"available", "running"}, churnWindow.Seconds()).Scan(&busy)
+	switch {
+	case err != nil:
+		return "River's jobs unread: " + err.Error()
+	case busy > 0:
+		return fmt.Sprintf("%d River jobs available, running or retryable", busy)
+	case !r.lostRecovered(ctx):
+		return "a payment whose webhook was lost is not recovered yet"
+	case !r.sweptTwice(ctx):
+		return "fewer than two enforcer sweeps since the load ended"
+	case !r.deliveriesDone(ctx):
+		return "an event delivery is pending"
+	}
+	return ""
 }
 
 // maxRetryWait bounds how far settle stretches its window for River's
@@ -141,9 +161,9 @@ func (r *Run) freeze(ctx context.Context) error {
 }
 
 // check compares the database with the model and the invariants.
-func (r *Run) check(ctx context.Context, settled bool) (*Report, error) {
+func (r *Run) check(ctx context.Context, settled bool, left string) (*Report, error) {
 	rep := r.newReport()
-	rep.check("river settled (nothing available/running/retryable but fresh periodic churn)", settled, "")
+	rep.check("river settled (nothing available/running/retryable but fresh periodic churn)", settled, left)
 	checks := []func(context.Context, *Report) error{
 		r.checkOrders, r.checkSDKEffects, r.checkFunding, r.checkJobs, r.checkLedgerVerify, r.checkMoneyBack,
 		r.checkCheckouts, r.checkSentEvents,

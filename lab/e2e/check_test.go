@@ -134,6 +134,23 @@ func TestSettleWaitsForPendingDeliveries(t *testing.T) {
 	require.True(t, r.deliveriesDone(ctx), "an event written after the load, moments ago, is churn")
 }
 
+// TestSettleSaysWhatIsLeft: a settle that runs out names what it was
+// still waiting for at its last look, so a failed run says which
+// condition a slow or stuck system did not reach.
+func TestSettleSaysWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	r := &Run{pool: pool, model: newModel(), opts: Options{Settle: time.Second, Out: io.Discard}}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT now()`).Scan(&r.loadEnd))
+	require.Equal(t, "fewer than two enforcer sweeps since the load ended", r.unsettled(ctx))
+	settled, left := r.settle(ctx)
+	require.False(t, settled, "no sweep ever runs here")
+	require.Contains(t, left, "at the last look: fewer than two enforcer sweeps")
+	r.model.with(func() { r.model.lostHooks = append(r.model.lostHooks, "evt_lost") })
+	require.Equal(t, "a payment whose webhook was lost is not recovered yet", r.unsettled(ctx))
+}
+
 // TestModelJudgesGivenUpPayments: a payment whose every delivery copy was
 // given up (billing was down past the sender's horizon) still counts as
 // paid when the provider lists it, and reconciliation must recover it

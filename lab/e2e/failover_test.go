@@ -26,7 +26,7 @@ func TestChaosFailover(t *testing.T) {
 	// The load lasts as long as the faults take (it stops after the last);
 	// Duration only bounds it: on an idle machine they take about three
 	// minutes, at load 40 more than five.
-	rep := runChaos(t, e2e.Options{Players: 4, Duration: 15 * time.Minute, Settle: 90 * time.Second, Failover: true})
+	rep := runChaos(t, e2e.Options{Players: 4, Duration: 15 * time.Minute, Settle: settleBound, Failover: true})
 	require.NotNil(t, rep.Failover)
 	failovers := 0
 	for _, f := range rep.Failover.Faults {

@@ -59,18 +59,25 @@ func (r *Run) jitter(rng *rand.Rand) time.Duration {
 	return base/2 + time.Duration(rng.Int64N(int64(base)))
 }
 
-// providerOutage takes every payment provider's API down for
-// ProviderDownFor: checkouts then answer 503 with Retry-After and the SDK
-// retries them with the same key.
+// providerOutage takes every payment provider's API down for at least
+// ProviderDownFor and until a call has met the outage (or the load ends):
+// checkouts then answer 503 with Retry-After and the SDK retries them with
+// the same key. On a busy machine, recovering from the PostgreSQL restart
+// just before, the load may send no checkout for longer than the
+// outage's own length, and the fault would test nothing.
 func (r *Run) providerOutage(ctx context.Context) {
-	r.logf("fault: payment providers down for %v", r.opts.ProviderDownFor)
+	r.logf("fault: payment providers down for %v, and until a call is refused", r.opts.ProviderDownFor)
+	refused := r.providers.Refused()
 	r.providers.SetDown(true)
 	sleepCtx(context.WithoutCancel(ctx), r.opts.ProviderDownFor)
+	for r.providers.Refused() == refused && ctx.Err() == nil {
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
 	r.providers.SetDown(false)
 	r.faults.mu.Lock()
 	r.faults.providerOutages++
 	r.faults.mu.Unlock()
-	r.logf("payment providers back")
+	r.logf("payment providers back (%d calls refused)", r.providers.Refused()-refused)
 }
 
 // killAndRestart SIGKILLs p and starts it again after down.

@@ -166,12 +166,12 @@ func Execute(ctx context.Context, opts Options) (*Report, error) {
 		resolved, left := r.resolve(ctx, opts.Settle)
 		fmt.Fprintf(opts.Out, "chaos: %d unknown operations replayed by key, %d still unknown\n", resolved, left)
 	}
-	settled := r.settle(ctx)
+	settled, left := r.settle(ctx)
 	r.reader.stop()
 	if err := r.freeze(ctx); err != nil {
 		return nil, err
 	}
-	return r.check(ctx, settled)
+	return r.check(ctx, settled, left)
 }
 
 func (r *Run) logf(format string, args ...any) {
