@@ -40,8 +40,8 @@ type FaultResult struct {
 	WritesBack  time.Duration
 	Answered503 int64
 	// Promoted is the time from the fault to the monitor's new primary
-	// (reported and assigned): of WritesBack, what pg_auto_failover took;
-	// the rest is billing finding it.
+	// reported and assigned "primary": a standby has caught up with it.
+	// Writes may come back before, in wait_primary.
 	Promoted time.Duration
 	// Cancelled counts the commits whose synchronous-replication wait the
 	// fault cancelled (the cancel fault only).
@@ -178,13 +178,17 @@ func (r *Run) lose(ctx context.Context, l loss) (*FaultResult, error) {
 		}
 	}
 	base := r.scrape(ctx)
+	sent := time.Now()
 	if err := l.how(primary); err != nil {
 		return res, err
 	}
 	// From here on the primary is gone: what it acknowledged while being
-	// stopped or killed does not count as writes being back.
+	// stopped or killed does not count as writes being back. The times
+	// are counted from when the loss began: on a busy machine a kill can
+	// take seconds to be done (its processes reaped), and a new primary
+	// may be taking writes by then.
 	at := time.Now()
-	r.logf("fault: %s lost", primary.Name)
+	r.logf("fault: %s lost (the loss took %v)", primary.Name, at.Sub(sent).Round(time.Millisecond))
 	if l.revive > 0 {
 		go func() {
 			sleepCtx(ctx, l.revive)
@@ -195,10 +199,11 @@ func (r *Run) lose(ctx context.Context, l loss) (*FaultResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.NewPrimary, res.Promoted = next.Name, time.Since(at)
+	res.NewPrimary, res.Promoted = next.Name, time.Since(sent)
 	if res.WritesBack, err = r.fo.probe.writesBack(ctx, at); err != nil {
 		return res, err
 	}
+	res.WritesBack += at.Sub(sent)
 	res.Answered503 = r.scrape(ctx).answered503 - base.answered503
 	r.logf("fault: %s is the primary; writes back %v after the loss", next.Name, res.WritesBack)
 	if l.resume != nil {
