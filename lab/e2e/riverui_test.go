@@ -187,14 +187,20 @@ func newBrowser(t *testing.T, chromium string) context.Context {
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	// The whole browser session: several pages, each waited for up to
 	// browserDeadline, so a bound of its own well above one page.
-	tctx, cancelTimeout := context.WithTimeout(bctx, 4*browserDeadline)
+	tctx, cancelTimeout := context.WithTimeout(bctx, browserBudget)
 	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
 	return tctx
 }
 
 // browserDeadline bounds each wait for a page to show what it must: a
-// second on an idle machine, many more with Chromium at load 30.
-const browserDeadline = 2 * time.Minute
+// second on an idle machine, many more with Chromium at load 30; at load
+// 78 (two suites at once) a page stayed blank for two minutes, and a whole
+// browser test outlasted four of them. A browser test's context gets
+// browserBudget waits in all.
+const (
+	browserDeadline = 4 * time.Minute
+	browserBudget   = 5 * browserDeadline
+)
 
 // pageText opens url and waits until the page's text contains want (the UI
 // renders client-side), then returns that text.

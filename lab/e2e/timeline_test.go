@@ -147,7 +147,7 @@ func newScriptlessBrowser(t *testing.T, chromium string) context.Context {
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	// The whole browser session: several pages, each waited for up to
 	// browserDeadline, so a bound of its own well above one page.
-	tctx, cancelTimeout := context.WithTimeout(bctx, 4*browserDeadline)
+	tctx, cancelTimeout := context.WithTimeout(bctx, browserBudget)
 	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
 	return tctx
 }
