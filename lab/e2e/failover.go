@@ -158,8 +158,8 @@ type loss struct {
 // loses the primary as l says, waits for a new primary and the first write
 // acknowledged after the loss, then brings every lost node back; their
 // rejoin is timed in the background, while the next fault begins.
-func (r *Run) lose(ctx context.Context, l loss) (*FaultResult, error) {
-	res := &FaultResult{}
+func (r *Run) lose(ctx context.Context, l loss) (res *FaultResult, err error) {
+	res = &FaultResult{}
 	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
 	defer cancel()
 	f := r.fo.f
@@ -172,6 +172,15 @@ func (r *Run) lose(ctx context.Context, l loss) (*FaultResult, error) {
 	}
 	res.OldPrimary = primary.Name
 	var lost []*formation.Node
+	// A fault that fails still brings back what it lost, so that the
+	// faults after it find a formation that can become whole, and the run
+	// reports on them rather than on this one's leftovers.
+	defer func() {
+		if err != nil {
+			_ = primary.Thaw()
+			r.startLost(append(lost, primary))
+		}
+	}()
 	if l.before != nil {
 		if lost, err = l.before(ctx); err != nil {
 			return res, err

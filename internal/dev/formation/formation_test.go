@@ -101,16 +101,23 @@ func TestFailover(t *testing.T) {
 }
 
 // requireDiagnosis: while lost is down the formation cannot be whole, and
-// a wait for it that runs out says why: lost's keeper is not running, and
-// the monitor's last events name the failover it ran.
+// a wait for it that runs out says why: lost's keeper is not running, the
+// monitor's last events name the failover it ran, and the end of lost's
+// log is there, as it never reported the state it was told.
 func requireDiagnosis(t *testing.T, ctx context.Context, f *formation.Formation, lost *formation.Node) {
 	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	// Long enough for a poll of the monitor on a busy machine; the wait
+	// cannot end sooner, as lost is down.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := f.WaitHealthy(wctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "keeper of "+lost.Name+" not running")
 	require.ErrorContains(t, err, "monitor's last events:")
+	// The lost node never reported the state it was told (its keeper is
+	// dead), so the error carries the end of its log.
+	require.ErrorContains(t, err, lost.Name+" (primary, told ")
+	require.Regexp(t, `the end of its log:\n  \S+`, err.Error())
 	events, err := f.Events(ctx, 50)
 	require.NoError(t, err)
 	require.NotEmpty(t, events)

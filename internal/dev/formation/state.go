@@ -78,6 +78,10 @@ func (f *Formation) States(ctx context.Context) ([]State, error) {
 		return nil, fmt.Errorf("formation: monitor: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	return readStates(ctx, conn)
+}
+
+func readStates(ctx context.Context, conn *pgx.Conn) ([]State, error) {
 	rows, err := conn.Query(ctx, `SELECT nodename, nodeport, reportedstate::text, goalstate::text, health = 1
 		FROM pgautofailover.node WHERE formationid = 'default' ORDER BY nodename`)
 	if err != nil {
@@ -130,12 +134,16 @@ func (f *Formation) Standbys(ctx context.Context) ([]*Node, error) {
 	return out, nil
 }
 
-// WaitPrimary waits for a primary other than old (nil: any) and returns it.
+// WaitPrimary waits for a node other than old (nil: any) that the monitor
+// has put in charge of writes, and returns it: reported and assigned
+// primary, or wait_primary, where it takes writes before a standby has
+// caught up with it (on a busy machine the other standby's restart to
+// follow it can take minutes; WaitHealthy waits for that).
 func (f *Formation) WaitPrimary(ctx context.Context, old *Node) (*Node, error) {
 	var found *Node
 	err := f.waitState(ctx, "a new primary", func(states []State) bool {
 		for _, s := range states {
-			if s.Reported == "primary" && s.Goal == "primary" && (old == nil || s.Name != old.Name) {
+			if s.Reported == s.Goal && (s.Goal == "primary" || s.Goal == "wait_primary") && (old == nil || s.Name != old.Name) {
 				found = f.Node(s.Name)
 				return true
 			}
@@ -191,15 +199,22 @@ func (f *Formation) checkpoint(ctx context.Context, states []State) {
 	}
 }
 
-// waitState polls the monitor every 100 ms until done holds; what names
-// the wait in the error, which carries the last states seen.
+// waitState polls the monitor every 250 ms until done holds; what names
+// the wait in the error, which carries the last states seen. It keeps one
+// connection to the monitor while it can: a wait lasts while the machine
+// is at its busiest, and a new connection each poll (a backend and a SCRAM
+// exchange) would add to the load that slows the failover it waits for.
 func (f *Formation) waitState(ctx context.Context, what string, done func([]State) bool) error {
 	var last []State
 	var lastErr error
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		states, err := f.States(cctx)
-		cancel()
+		states, err := f.poll(ctx, &conn)
 		if err == nil {
 			last = states
 			if done(states) {
@@ -215,10 +230,31 @@ func (f *Formation) waitState(ctx context.Context, what string, done func([]Stat
 				desc = append(desc, s.String())
 			}
 			return fmt.Errorf("formation: waiting for %s: %w (last states: %s; last error: %v; %s; logs in %s)",
-				what, ctx.Err(), strings.Join(desc, ", "), lastErr, f.diagnosis(context.WithoutCancel(ctx)), f.opts.Dir)
-		case <-time.After(100 * time.Millisecond):
+				what, ctx.Err(), strings.Join(desc, ", "), lastErr, f.diagnosis(context.WithoutCancel(ctx), last), f.opts.Dir)
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// poll reads the states on *conn, connecting first when it is nil, each
+// step bounded at 5 s; on an error *conn is closed and left nil, so the
+// next poll connects again.
+func (f *Formation) poll(ctx context.Context, conn **pgx.Conn) ([]State, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if *conn == nil {
+		c, err := pgx.Connect(ctx, f.MonitorURL())
+		if err != nil {
+			return nil, fmt.Errorf("formation: monitor: %w", err)
+		}
+		*conn = c
+	}
+	states, err := readStates(ctx, *conn)
+	if err != nil {
+		(*conn).Close(context.WithoutCancel(ctx))
+		*conn = nil
+	}
+	return states, err
 }
 
 // watchdogScript is the formation's procs.Watchdog. Each node's launch
@@ -287,10 +323,11 @@ func ReplacedIn(states []State, n *Node) bool {
 }
 
 // diagnosis says, for a wait that timed out, which keepers are not
-// running and the monitor's last events: what each node reported and was
-// told, and why, which is what an operator reads first when a formation
-// is stuck (the node logs are often rotated away by then).
-func (f *Formation) diagnosis(ctx context.Context) string {
+// running, the monitor's last events (what each node reported and was
+// told, and why) and the end of the log of each node whose keeper had not
+// reached the state it was told (in states, the last seen): what an
+// operator reads first when a formation is stuck, and all a CI run keeps.
+func (f *Formation) diagnosis(ctx context.Context, states []State) string {
 	var b strings.Builder
 	for _, n := range f.nodes {
 		if !n.Running() {
@@ -299,17 +336,27 @@ func (f *Formation) diagnosis(ctx context.Context) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	events, err := f.Events(ctx, 30)
-	if err != nil {
+	if events, err := f.Events(ctx, 30); err != nil {
 		fmt.Fprintf(&b, "monitor events: %v", err)
-		return b.String()
+	} else {
+		b.WriteString("monitor's last events:")
+		for _, e := range events {
+			b.WriteString("\n  " + e)
+		}
 	}
-	b.WriteString("monitor's last events:")
-	for _, e := range events {
-		b.WriteString("\n  " + e)
+	for _, s := range states {
+		if n := f.Node(s.Name); n != nil && s.Reported != s.Goal {
+			fmt.Fprintf(&b, "\n%s (%s, told %s), the end of its log:", s.Name, s.Reported, s.Goal)
+			for _, l := range n.logTail(logTailLines) {
+				b.WriteString("\n  " + l)
+			}
+		}
 	}
 	return b.String()
 }
+
+// logTailLines is how much of a stuck node's log a diagnosis carries.
+const logTailLines = 15
 
 // Events are the monitor's last n events (pgautofailover.event), oldest
 // first, each one line: time, node, reported and goal state, description.
