@@ -59,7 +59,8 @@ type Options struct {
 	// Timeouts are the monitor's and keepers' failure detection settings;
 	// the zero value keeps pg_auto_failover's own (DefaultTimeouts).
 	Timeouts Timeouts
-	// Fast turns fsync off on the data nodes: for throwaway formations.
+	// Fast turns fsync off on the data nodes and checkpoints them every
+	// 30 s (a restarted standby replays less): for throwaway formations.
 	// Synchronous replication is unchanged.
 	Fast bool
 	// Ephemeral marks Dir as scratch: should this process die without
@@ -238,7 +239,14 @@ func (f *Formation) setUpPrimary(ctx context.Context, n *Node) error {
 		fmt.Sprintf(`ALTER SYSTEM SET max_connections = %d`, f.opts.MaxConnections),
 	}
 	if f.opts.Fast {
-		stmts = append(stmts, `ALTER SYSTEM SET fsync = off`)
+		stmts = append(stmts, `ALTER SYSTEM SET fsync = off`,
+			// A standby the keeper restarts (to report its LSN, to follow
+			// a new primary) replays the WAL since its last restartpoint
+			// before it reaches the new timeline, and a restartpoint comes
+			// only after a checkpoint: with the default 5 minutes, a
+			// formation under load replays minutes of WAL on a starved
+			// machine before it can be whole again.
+			`ALTER SYSTEM SET checkpoint_timeout = '30s'`)
 	}
 	if err := execAll(ctx, n.AdminURL(), stmts...); err != nil {
 		return err

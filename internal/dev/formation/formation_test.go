@@ -65,6 +65,13 @@ func TestFailover(t *testing.T) {
 	require.NoError(t, queryRow(ctx, primary.AdminURL(), `SHOW synchronous_standby_names`, &names))
 	require.True(t, strings.HasPrefix(names, "ANY 1 ("), "synchronous_standby_names = %q", names)
 	requireLocked(t, ctx, f)
+	for _, n := range f.Nodes() {
+		// Fast: the standbys have the primary's settings from their base
+		// backup, so a restarted one replays at most 30 s of WAL.
+		var every string
+		require.NoError(t, queryRow(ctx, n.AdminURL(), `SHOW checkpoint_timeout`, &every))
+		require.Equal(t, "30s", every, n.Name)
+	}
 
 	pool := newPool(t, f.URL())
 	_, err = pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
