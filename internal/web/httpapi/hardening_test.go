@@ -140,7 +140,7 @@ func TestInUseAnswerCarriesRetryAfter(t *testing.T) {
 	go func() { done <- e.do(alice, http.MethodPost, "/v1/conversions", "held", `{"mana":1}`) }()
 	require.Eventually(t, func() bool {
 		return e.count(`SELECT count(*) FROM idempotency_keys WHERE status = 'running'`) == 1
-	}, 10*time.Second, 10*time.Millisecond)
+	}, testdb.WorkDeadline, 10*time.Millisecond)
 	dup := e.do(alice, http.MethodPost, "/v1/conversions", "held", `{"mana":1}`)
 	requireProblem(t, dup, http.StatusConflict, CodeIdempotencyKeyInUse)
 	require.Equal(t, "1", dup.header.Get("Retry-After"))

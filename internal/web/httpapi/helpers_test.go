@@ -273,6 +273,6 @@ func (e *env) waitRequest(p player, id string) reply {
 		r = e.do(p, http.MethodGet, "/v1/requests/"+id, "", "")
 		s := r.str("status")
 		return s == requests.Succeeded || s == requests.Failed || s == requests.Cancelled
-	}, 15*time.Second, 50*time.Millisecond)
+	}, testdb.WorkDeadline, 50*time.Millisecond)
 	return r
 }

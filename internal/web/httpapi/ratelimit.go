@@ -47,6 +47,10 @@ type RateLimit struct {
 	// Concurrent bounds one player's requests in flight (and so the
 	// database connections they hold); more wait their turn. 0: unbounded.
 	Concurrent int
+	// now is the limiter's clock, for this package's tests (a bucket
+	// refilled by a busy machine's slowness would decide a test); nil is
+	// real time.
+	now func() time.Time
 }
 
 // limiter bounds each player's requests: a token bucket (the rate) and a
@@ -69,7 +73,18 @@ type playerLimit struct {
 }
 
 func newLimiter(cfg RateLimit) *limiter {
-	return &limiter{cfg: cfg, players: map[int64]*playerLimit{}, lastSweep: time.Now()}
+	l := &limiter{cfg: cfg, players: map[int64]*playerLimit{}}
+	l.lastSweep = l.now()
+	return l
+}
+
+// now is real time, not Options.Now: the limiter must refill even under a
+// test's fixed clock.
+func (l *limiter) now() time.Time {
+	if l.cfg.now != nil {
+		return l.cfg.now()
+	}
+	return time.Now()
 }
 
 func (l *limiter) enabled() bool { return l.cfg.PerSecond > 0 || l.cfg.Concurrent > 0 }
@@ -110,7 +125,7 @@ func (a *api) limit(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		player, _ := playerID(r)
-		now := time.Now() // real time: the limiter must refill even under a test's fixed clock
+		now := a.limiter.now()
 		p := a.limiter.of(player, now)
 		if wait := p.take(now); wait > 0 {
 			a.tooMany(w, r, p, limitedRate, wait, "too many requests for this player; retry after the Retry-After delay")
