@@ -141,7 +141,7 @@ func TestWorkedJobsAreCounted(t *testing.T) {
 			}
 		}
 		return true
-	}, 20*time.Second, 20*time.Millisecond)
+	}, testdb.WorkDeadline, 20*time.Millisecond)
 	for o, n := range want {
 		require.Equal(t, n, worked(t, kind, o)-before[o], o)
 	}

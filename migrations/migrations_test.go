@@ -99,7 +99,7 @@ func TestMigratorWaitsWithoutSnapshot(t *testing.T) {
 		err := holder.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = 'waiting_migrator' AND query LIKE '%advisory_lock%'`).Scan(&n)
 		return err == nil && n > 0
-	}, 30*time.Second, 10*time.Millisecond, "the second migrator never asked for the lock")
+	}, testdb.WorkDeadline, 10*time.Millisecond, "the second migrator never asked for the lock")
 
 	// The build runs in a session of its own, as goose's is beside the
 	// running migrator's lock: PostgreSQL sees no deadlock then.

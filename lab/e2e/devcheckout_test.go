@@ -132,7 +132,7 @@ func startDev(t *testing.T, dbURL, dir string, port int) *e2e.Proc {
 		}
 		resp.Body.Close()
 		return err == nil && resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 100*time.Millisecond, "billing dev up and seeded")
+	}, workDeadline, 100*time.Millisecond, "billing dev up and seeded")
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)

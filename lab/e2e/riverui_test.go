@@ -98,7 +98,7 @@ func TestRiverUIInBrowser(t *testing.T) {
 		var state string
 		_ = pool.QueryRow(ctx, "SELECT state::text FROM river_job WHERE id = $1", retryableID).Scan(&state)
 		return state == "available"
-	}, 15*time.Second, 100*time.Millisecond, "the UI's Retry made the job available again")
+	}, browserDeadline, 100*time.Millisecond, "the UI's Retry made the job available again")
 }
 
 // seedJobs inserts what an operator would find: fund_day jobs waiting, a
@@ -133,7 +133,7 @@ func seedJobs(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (cancelled,
 		var state string
 		_ = pool.QueryRow(ctx, "SELECT state::text FROM river_job WHERE id = $1", mismatch.Job.ID).Scan(&state)
 		return state == "cancelled"
-	}, 30*time.Second, 50*time.Millisecond)
+	}, workDeadline, 50*time.Millisecond)
 	require.NoError(t, jobs.Stop(ctx, worker, 5*time.Second))
 
 	// A job that failed once and waits for its next attempt.
@@ -201,6 +201,12 @@ const (
 	browserDeadline = 4 * time.Minute
 	browserBudget   = 5 * browserDeadline
 )
+
+// workDeadline bounds a wait for work done outside the test's goroutine:
+// a River job finished, a `billing dev` up and seeded (a cold start, initdb
+// and every migration, took more than 3 minutes at load 78). Waits end as
+// soon as the work is done; this only decides when a stuck one fails.
+const workDeadline = 6 * time.Minute
 
 // pageText opens url and waits until the page's text contains want (the UI
 // renders client-side), then returns that text.

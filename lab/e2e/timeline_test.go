@@ -292,7 +292,7 @@ func (s *seeder) send(provider, evt string, body []byte) {
 		var done bool
 		err := s.pool.QueryRow(s.ctx, `SELECT finalized_at IS NOT NULL FROM river_job WHERE args->>'event_id' = $1`, evt).Scan(&done)
 		return err == nil && done
-	}, 30*time.Second, 50*time.Millisecond, "the job of %s", evt)
+	}, workDeadline, 50*time.Millisecond, "the job of %s", evt)
 }
 
 // post signs body as provider does and posts it to the web process.

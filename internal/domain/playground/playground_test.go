@@ -120,7 +120,7 @@ func TestWorkersRecordTransitions(t *testing.T) {
 			job, err = client.JobGet(ctx, id)
 			require.NoError(t, err)
 			return job.State == rivertype.JobStateCompleted
-		}, 10*time.Second, 20*time.Millisecond)
+		}, testdb.WorkDeadline, 20*time.Millisecond)
 		return job
 	}
 	job := waitDone(enq.Job.ID)

@@ -297,3 +297,10 @@ func Begin(t testing.TB, db Beginner) pgx.Tx {
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	return tx
 }
+
+// WorkDeadline bounds a test's wait for work done outside its goroutine on
+// the test database (a River job worked, a request finished, a session
+// reaching a lock). A wait ends as soon as the work is done; this only
+// decides when stuck work fails the test, so it is generous: a busy
+// machine is slow, not wrong.
+const WorkDeadline = 2 * time.Minute

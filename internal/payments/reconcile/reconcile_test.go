@@ -369,7 +369,7 @@ func TestRescuedRunRecoversSoon(t *testing.T) {
 	require.Eventually(t, func() bool {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT state, attempt FROM river_job WHERE id = $1`, res.Job.ID).Scan(&state, &attempt))
 		return state == "completed"
-	}, 30*time.Second, 100*time.Millisecond, "the orphaned run is rescued and completes")
+	}, testdb.WorkDeadline, 100*time.Millisecond, "the orphaned run is rescued and completes")
 	require.Equal(t, 2, attempt, "rescued once, then run")
 }
 

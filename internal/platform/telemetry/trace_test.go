@@ -64,7 +64,7 @@ func TestDeliveryTrace(t *testing.T) {
 	require.Eventually(t, func() bool {
 		job = find(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "river.work/fulfill_order" })
 		return job != nil
-	}, 15*time.Second, 20*time.Millisecond, "the fulfil_order job was not worked")
+	}, testdb.WorkDeadline, 20*time.Millisecond, "the fulfil_order job was not worked")
 	spans := rec.Ended()
 
 	delivery := find(spans, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "POST /webhooks/{provider}" })
@@ -121,7 +121,7 @@ func requireFundTraced(t *testing.T, rec *tracetest.SpanRecorder, sys *system, a
 	require.Eventually(t, func() bool {
 		fund = find(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "river.work/fund_day" })
 		return fund != nil
-	}, 15*time.Second, 20*time.Millisecond, "the fund_day job was not worked")
+	}, testdb.WorkDeadline, 20*time.Millisecond, "the fund_day job was not worked")
 	call := find(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "POST /v1/marquees/{id}/fund" })
 	require.NotNil(t, call, "no server span for the fund call")
 	require.Len(t, fund.Links(), 1)
