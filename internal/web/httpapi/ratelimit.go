@@ -47,10 +47,6 @@ type RateLimit struct {
 	// Concurrent bounds one player's requests in flight (and so the
 	// database connections they hold); more wait their turn. 0: unbounded.
 	Concurrent int
-	// now is the limiter's clock, for this package's tests (a bucket
-	// refilled by a busy machine's slowness would decide a test); nil is
-	// real time.
-	now func() time.Time
 }
 
 // limiter bounds each player's requests: a token bucket (the rate) and a
@@ -59,6 +55,7 @@ type RateLimit struct {
 type limiter struct {
 	cfg       RateLimit
 	mu        sync.Mutex
+	now       func() time.Time
 	players   map[int64]*playerLimit
 	lastSweep time.Time
 }
@@ -72,19 +69,14 @@ type playerLimit struct {
 	lastLogged atomic.Int64
 }
 
-func newLimiter(cfg RateLimit) *limiter {
-	l := &limiter{cfg: cfg, players: map[int64]*playerLimit{}}
-	l.lastSweep = l.now()
-	return l
-}
-
-// now is real time, not Options.Now: the limiter must refill even under a
-// test's fixed clock.
-func (l *limiter) now() time.Time {
-	if l.cfg.now != nil {
-		return l.cfg.now()
+// newLimiter makes the limiter of cfg; clock is its time, nil for real
+// time (not Options.Now: the limiter must refill even under a test's fixed
+// clock).
+func newLimiter(cfg RateLimit, clock func() time.Time) *limiter {
+	if clock == nil {
+		clock = time.Now
 	}
-	return time.Now()
+	return &limiter{cfg: cfg, now: clock, players: map[int64]*playerLimit{}, lastSweep: clock()}
 }
 
 func (l *limiter) enabled() bool { return l.cfg.PerSecond > 0 || l.cfg.Concurrent > 0 }

@@ -26,7 +26,10 @@ func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
 	var mu sync.Mutex
 	at := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
-	e := newEnvWith(t, func(s *setup) { s.RateLimit = RateLimit{PerSecond: 1, Burst: 3, now: clock} })
+	e := newEnvWith(t, func(s *setup) {
+		s.RateLimit = RateLimit{PerSecond: 1, Burst: 3}
+		s.limiterClock = clock
+	})
 	alice, bob := e.newPlayer("alice"), e.newPlayer("bob")
 	e.credit(alice, wallet.Mana, 100)
 	for range 3 {

@@ -71,6 +71,11 @@ type Options struct {
 	// idempotency.DefaultHandlerTimeout); past it the answer is 503
 	// timeout and the Idempotency-Key is free for the retry.
 	HandlerTimeout time.Duration
+
+	// limiterClock is the rate limiter's clock, for this package's tests:
+	// a bucket refilled by a busy machine's slowness would decide a test.
+	// nil is real time.
+	limiterClock func() time.Time
 }
 
 // Server is the HTTP handler plus what it must start and stop.

@@ -50,7 +50,7 @@ type api struct {
 
 func newAPI(opts Options) *api {
 	a := &api{pool: opts.Pool, river: opts.River, wallets: opts.Wallet, plans: opts.Plans, tz: opts.TZ,
-		logger: opts.Logger, now: opts.Now, checkouts: opts.Checkouts, limiter: newLimiter(opts.RateLimit)}
+		logger: opts.Logger, now: opts.Now, checkouts: opts.Checkouts, limiter: newLimiter(opts.RateLimit, opts.limiterClock)}
 	a.idem = idempotency.NewMiddleware(idempotency.Options{
 		Pool: opts.Pool, PlayerID: playerID, WriteError: a.writeError, Now: opts.Now, Logger: opts.Logger,
 		MaxBodyBytes: maxBodyBytes, HandlerTimeout: opts.HandlerTimeout,
