@@ -27,7 +27,7 @@ func start(t *testing.T) *formation.Formation {
 	t.Helper()
 	proctest.Slow(t, "starts a pg_auto_failover formation")
 	proctest.RequireTool(t, formation.Install, "pg_autoctl")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
 	defer cancel()
 	f, err := formation.Start(ctx, formation.Options{Dir: filepath.Join(t.TempDir(), "formation"),
 		Timeouts: formation.TestTimeouts, Fast: true, Ephemeral: true})
@@ -202,6 +202,11 @@ func queryRow(ctx context.Context, url, sql string, dst any) error {
 	return conn.QueryRow(ctx, sql).Scan(dst)
 }
 
+// startDeadline bounds a formation's start (a monitor, three nodes, two
+// base backups): under a minute on an idle machine, more than 3 minutes
+// with two suites at once (load 50).
+const startDeadline = 6 * time.Minute
+
 // cleanupDeadline bounds the wait for a dead starter's formation to go:
 // on an idle machine it takes about a second, but the watchdog walks
 // /proc in a shell, which a machine at load 30 slows a hundredfold. The
@@ -248,7 +253,7 @@ func TestHelperStartFormation(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process of TestFormationDiesWithItsStarter")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
 	defer cancel()
 	f, err := formation.Start(ctx, formation.Options{Dir: dir, Timeouts: formation.TestTimeouts, Fast: true, Ephemeral: true})
 	require.NoError(t, err)

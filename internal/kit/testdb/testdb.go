@@ -96,7 +96,7 @@ func setup() (func(), error) {
 	var base string
 	leave, err := joinRun(func(port int) error {
 		base = fmt.Sprintf("postgres://billing:billing@127.0.0.1:%d/", port)
-		urlFor = func(db string) string { return base + db + "?sslmode=disable&synchronous_commit=off" }
+		urlFor = func(db string) string { return base + db + "?" + urlParams }
 		return openAdmin(urlFor("billing"), runTemplate)
 	})
 	if err != nil {
@@ -122,7 +122,7 @@ func setupExternal(url string) (func(), error) {
 		return nil, fmt.Errorf("BILLING_TEST_DATABASE_URL: %w", err)
 	}
 	urlFor = func(db string) string {
-		return fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable&synchronous_commit=off", cfg.User, cfg.Password, cfg.Host, cfg.Port, db)
+		return fmt.Sprintf("postgres://%s:%s@%s:%d/%s?%s", cfg.User, cfg.Password, cfg.Host, cfg.Port, db, urlParams)
 	}
 	adminURL = url
 	if err := openAdmin(url, prefix+"_tpl"); err != nil {
@@ -297,6 +297,12 @@ func Begin(t testing.TB, db Beginner) pgx.Tx {
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	return tx
 }
+
+// urlParams end every test database's URL. connect_timeout: billing's
+// default (durable.DefaultConnectTimeout, 5 s) is for production; with
+// two suites at once a SCRAM exchange took longer, and a test (or a
+// billing command it runs) failed to connect where it was only slow.
+const urlParams = "sslmode=disable&synchronous_commit=off&connect_timeout=60"
 
 // WorkDeadline bounds a test's wait for work done outside its goroutine on
 // the test database (a River job worked, a request finished, a session

@@ -147,6 +147,7 @@ func TestCommitDurable(t *testing.T) {
 	// wait, which a URL may still ask for.
 	cfg, err = pgxpool.ParseConfig(testdb.NewURL(t) + "&synchronous_commit=off")
 	require.NoError(t, err)
+	cfg.ConnConfig.ConnectTimeout = 0 // testdb's URLs set one: a URL that does not
 	durable.Configure(cfg, nil)
 	require.Equal(t, "off", cfg.ConnConfig.RuntimeParams["synchronous_commit"], "the URL's own setting wins")
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
