@@ -47,8 +47,9 @@ func Start(t testing.TB) string {
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	// stripe-mock loads Stripe's whole OpenAPI document before it listens:
-	// about a second when idle, far longer at load 30, so a generous bound.
-	if err := waitUp(url, 2*time.Minute); err != nil {
+	// about a second when idle, far longer at load 30, and more than 2
+	// minutes at load 50 (two suites at once), so a generous bound.
+	if err := waitUp(url, 5*time.Minute); err != nil {
 		t.Fatalf("stripemock: %v", err)
 	}
 	return url

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 )
 
 // Job is a job as the watcher last saw it finish an attempt.
@@ -93,9 +95,10 @@ func Kind(kind string) Match { return Match{kind: kind} }
 func KindWithArg(kind, name, value string) Match { return Match{kind: kind, arg: name, value: value} }
 
 // DefaultWait bounds a wait for jobs when the caller names no timeout:
-// generous, because a busy machine is slow, not wrong, and a wait ends as
-// soon as its jobs are final (or at once on a failure it is told to fail on).
-const DefaultWait = 2 * time.Minute
+// testdb.WorkDeadline, as for every wait for background work. A wait ends
+// as soon as its jobs are final (or at once on a failure it is told to
+// fail on).
+const DefaultWait = testdb.WorkDeadline
 
 // WaitOptions bound a wait.
 type WaitOptions struct {
