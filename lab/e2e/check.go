@@ -90,16 +90,13 @@ const (
 )
 
 // stretchForRetries returns the settle deadline moved, if need be, to
-// retryGrace after the latest retry River has scheduled, capped at
-// hardStop, and says so in the run's output when it moves.
+// retryGrace after the latest retry scheduled (a River job's, or an
+// outgoing event delivery's next attempt, whose backoff can outlast the
+// settle window), capped at hardStop, and says so in the run's output when
+// it moves.
 func (r *Run) stretchForRetries(ctx context.Context, deadline, hardStop time.Time) time.Time {
-	var due *time.Time
-	var id int64
-	var kind string
-	var attempt int
-	err := r.pool.QueryRow(ctx, `SELECT id, kind, attempt, scheduled_at FROM river_job WHERE state = 'retryable'
-		ORDER BY scheduled_at DESC LIMIT 1`).Scan(&id, &kind, &attempt, &due)
-	if err != nil || due == nil {
+	what, due := r.lastRetry(ctx)
+	if due == nil {
 		return deadline
 	}
 	want := due.Add(retryGrace)
@@ -109,9 +106,29 @@ func (r *Run) stretchForRetries(ctx context.Context, deadline, hardStop time.Tim
 	if !want.After(deadline) {
 		return deadline
 	}
-	fmt.Fprintf(r.opts.Out, "chaos: River retries %s job %d (after attempt %d) at %s; settling until %s\n",
-		kind, id, attempt, due.Format("15:04:05"), want.Format("15:04:05"))
+	fmt.Fprintf(r.opts.Out, "chaos: %s at %s; settling until %s\n", what, due.Format("15:04:05"), want.Format("15:04:05"))
 	return want
+}
+
+// lastRetry is the latest retry scheduled, River's or an event
+// delivery's, and what it is; nil when none is.
+func (r *Run) lastRetry(ctx context.Context) (string, *time.Time) {
+	var what string
+	var due *time.Time
+	var id int64
+	var kind string
+	var attempt int
+	if err := r.pool.QueryRow(ctx, `SELECT id, kind, attempt, scheduled_at FROM river_job WHERE state = 'retryable'
+		ORDER BY scheduled_at DESC LIMIT 1`).Scan(&id, &kind, &attempt, &due); err == nil && due != nil {
+		what = fmt.Sprintf("River retries %s job %d (after attempt %d)", kind, id, attempt)
+	}
+	var next *time.Time
+	if err := r.pool.QueryRow(ctx, `SELECT id, attempts, next_attempt_at FROM event_deliveries
+		WHERE state = 'pending' AND next_attempt_at IS NOT NULL ORDER BY next_attempt_at DESC LIMIT 1`).Scan(&id, &attempt, &next); err == nil &&
+		next != nil && (due == nil || next.After(*due)) {
+		what, due = fmt.Sprintf("event delivery %d is tried again (after attempt %d)", id, attempt), next
+	}
+	return what, due
 }
 
 // sweptTwice reports whether the enforcer has swept at least twice since
