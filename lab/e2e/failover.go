@@ -40,8 +40,8 @@ type FaultResult struct {
 	WritesBack  time.Duration
 	Answered503 int64
 	// Promoted is the time from the fault to the monitor's new primary
-	// reported and assigned "primary": a standby has caught up with it.
-	// Writes may come back before, in wait_primary.
+	// taking writes (reported and assigned wait_primary or primary);
+	// Rejoined covers the rest, until a standby has caught up with it.
 	Promoted time.Duration
 	// Cancelled counts the commits whose synchronous-replication wait the
 	// fault cancelled (the cancel fault only).

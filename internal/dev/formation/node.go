@@ -183,28 +183,13 @@ func (n *Node) Log(max int) string {
 	return string(b)
 }
 
-// logTail is the last count lines of the node's log (its keeper's and its
-// PostgreSQL's output), read from at most its last 64 KiB; nil when there
-// is no log yet.
+// logTail is the last count lines of the node's log (Log's last 64 KiB),
+// for a diagnosis; nil when there is no log yet.
 func (n *Node) logTail(count int) []string {
-	fh, err := os.Open(n.logPath())
-	if err != nil {
+	text := strings.TrimRight(n.Log(64<<10), "\n")
+	if text == "" {
 		return nil
 	}
-	defer fh.Close()
-	const window = 64 << 10
-	st, err := fh.Stat()
-	if err != nil {
-		return nil
-	}
-	off := max(st.Size()-window, 0)
-	buf := make([]byte, st.Size()-off)
-	if _, err := fh.ReadAt(buf, off); err != nil {
-		return nil
-	}
-	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
-	if off > 0 && len(lines) > 1 {
-		lines = lines[1:] // the first may be cut
-	}
+	lines := strings.Split(text, "\n")
 	return lines[max(len(lines)-count, 0):]
 }
