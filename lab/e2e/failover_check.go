@@ -23,6 +23,10 @@ type FailoverReport struct {
 	// NotDurable is how many commits billing refused because no standby
 	// confirmed them (every process, the whole run).
 	NotDurable int64
+	// Rewound names the former primaries the formation had to rewind
+	// because pg_auto_failover sent them to follow the new primary without
+	// one (formation.Formation.Rewound).
+	Rewound []string
 }
 
 // checkFailover judges a failover run on the final primary: every
@@ -32,6 +36,7 @@ type FailoverReport struct {
 func (r *Run) checkFailover(ctx context.Context, rep *Report) error {
 	fr := &FailoverReport{NotDurable: r.scrape(ctx).notDurable}
 	r.fo.rejoins.Wait()
+	fr.Rewound = r.fo.f.Rewound()
 	r.fo.mu.Lock()
 	for _, f := range r.fo.faults {
 		fr.Faults = append(fr.Faults, *f)
@@ -265,6 +270,7 @@ func (fr *FailoverReport) print(w io.Writer) {
 	row("operations ok / fail / resolved from unknown", fmt.Sprintf("%d / %d / %d", fr.OK, fr.Failed, fr.Resolved))
 	row("provider events / probe writes acknowledged", fmt.Sprintf("%d / %d", fr.HooksAcked, fr.ProbesAcked))
 	row("commits refused as not durable", fr.NotDurable)
+	row("diverged nodes rewound by the formation", fmt.Sprintf("%d %v", len(fr.Rewound), fr.Rewound))
 	for _, f := range fr.Faults {
 		fmt.Fprintf(w, "  fault: %s (%s -> %s): promoted after %v, writes back after %v, %d answered 503, rejoined in %v",
 			f.Name, f.OldPrimary, f.NewPrimary, f.Promoted.Round(100*time.Millisecond),

@@ -74,6 +74,7 @@ type Options struct {
 type Formation struct {
 	opts     Options
 	bin      string // pg_autoctl
+	pgbin    string // PostgreSQL's bin directory (pg_rewind)
 	env      []string
 	cred     *syscall.Credential
 	monitor  *Node
@@ -84,6 +85,10 @@ type Formation struct {
 	mu       sync.Mutex
 	// lastCheckpoint paces WaitHealthy's checkpoints (several may wait).
 	lastCheckpoint time.Time
+	// heal is held while WaitHealthy looks for, and rewinds, nodes that
+	// cannot follow the primary (rewind.go); rewound lists them.
+	heal    sync.Mutex
+	rewound []string
 }
 
 // Start creates and starts a formation in opts.Dir: the monitor, then the
@@ -160,8 +165,9 @@ func (f *Formation) prepare() error {
 	if f.cred, err = pglocal.ForPostgres(f.opts.Dir); err != nil {
 		return err
 	}
+	f.pgbin = filepath.Join(binaries, "bin")
 	f.env = []string{
-		"PATH=" + filepath.Join(binaries, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"PATH=" + f.pgbin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"HOME=" + home,
 		"XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
 		"XDG_DATA_HOME=" + filepath.Join(home, "data"),

@@ -26,6 +26,12 @@ type Node struct {
 	args   []string // of the next launch
 	proc   *procs.Proc
 	frozen bool
+	// logSeen is how much of each log (the keeper's, PostgreSQL's) WaitHealthy
+	// has looked through for a diverged history, by path (rewind.go);
+	// guarded by the formation's heal.
+	logSeen map[string]int64
+	// diverged: the logs showed it, and no rewind has dealt with it yet.
+	diverged bool
 }
 
 func (f *Formation) newNode(name string, port int, args ...string) *Node {

@@ -157,7 +157,10 @@ func (f *Formation) WaitPrimary(ctx context.Context, old *Node) (*Node, error) {
 // primary, the others its secondaries. Meanwhile it runs CHECKPOINT on
 // the primary every second: a standby's base backup, and pg_rewind of a
 // former primary, wait for the primary's next checkpoint, which would
-// otherwise come only with checkpoint_timeout.
+// otherwise come only with checkpoint_timeout. And it rewinds a node
+// whose PostgreSQL cannot start as a standby because its history
+// diverged from the primary's (rewind.go), which pg_auto_failover leaves
+// retrying for ever.
 func (f *Formation) WaitHealthy(ctx context.Context) error {
 	return f.waitState(ctx, "one primary and two secondaries", func(states []State) bool {
 		primaries, secondaries := 0, 0
@@ -173,6 +176,7 @@ func (f *Formation) WaitHealthy(ctx context.Context) error {
 			return true
 		}
 		f.checkpoint(ctx, states)
+		f.healDiverged(ctx, states)
 		return false
 	})
 }

@@ -1,0 +1,145 @@
+package formation_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fibe-dev/billing/internal/dev/formation"
+)
+
+// TestDivergedFormerPrimaryIsRewound reproduces what pg_auto_failover 2.0
+// can leave behind on a starved machine: a former primary holding WAL the
+// new primary never had, started as the new primary's standby without a
+// rewind, whose PostgreSQL then refuses to start ("requested timeline ...
+// is not a child of this server's history"). WaitHealthy sees that in
+// the node's log, rewinds the node from the primary and starts its
+// keeper; the node rejoins as a standby, and the commit only it had is
+// gone (it was never acknowledged to anyone who waits for a standby).
+func TestDivergedFormerPrimaryIsRewound(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
+	defer cancel()
+	pool := newPool(t, f.URL())
+	_, err := pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
+	require.NoError(t, err)
+	insert(t, ctx, pool, 1)
+
+	old, err := f.Primary(ctx)
+	require.NoError(t, err)
+	require.NoError(t, old.Kill())
+	next, err := f.WaitPrimary(ctx, old)
+	require.NoError(t, err)
+	insert(t, ctx, pool, 2)
+
+	// The old primary, alone, commits what no standby has: its history
+	// now diverges from next's.
+	opts := fmt.Sprintf("-p %d -h localhost -c synchronous_standby_names=''", old.Port)
+	require.NoError(t, formation.PgCtl(ctx, f, old, "start", "--wait", "--timeout", "300", "-o", opts))
+	_, err = execOn(ctx, old.AdminURL(), `INSERT INTO notes VALUES (99)`)
+	require.NoError(t, err)
+	require.NoError(t, formation.PgCtl(ctx, f, old, "stop", "--mode", "fast", "--wait", "--timeout", "300"))
+
+	// Follow next without a rewind, as the keeper does on its way
+	// report_lsn -> secondary: next's timeline history at hand, a standby.
+	copyHistories(t, next.DataDir(), old.DataDir())
+	require.NoError(t, formation.WriteStandbySignal(f, old))
+	conninfo := fmt.Sprintf("host=localhost port=%d user=pgautofailover_replicator", next.Port)
+	err = formation.PgCtl(ctx, f, old, "start", "--wait", "--timeout", "300",
+		"-o", opts+fmt.Sprintf(" -c primary_conninfo='%s'", conninfo))
+	require.Error(t, err, "a diverged standby does not start")
+	require.Contains(t, postgresLogs(t, old), "is not a child of this server's history")
+
+	require.NoError(t, f.WaitHealthy(ctx))
+	require.Equal(t, []string{old.Name}, f.Rewound())
+	var ids []int64
+	rows, err := pool.Query(ctx, `SELECT id FROM notes ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{1, 2}, ids, "the diverged commit is not the formation's")
+	var onOld int64
+	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 99`, &onOld))
+	require.Zero(t, onOld, "the rewound node dropped its diverged commit")
+	require.Contains(t, old.Log(1<<20), "servers diverged at WAL location", "pg_rewind had work to do")
+	require.Contains(t, old.Log(1<<20), "rewound to "+next.Name+"'s history")
+}
+
+// postgresLogs is everything n's PostgreSQL has logged through its
+// logging collector.
+func postgresLogs(t *testing.T, n *formation.Node) string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(n.DataDir(), "log", "*"))
+	require.NoError(t, err)
+	var all strings.Builder
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		all.Write(b)
+	}
+	return all.String()
+}
+
+// copyHistories copies the timeline history files of one data directory
+// into another's pg_wal, owned as the rest of it is.
+func copyHistories(t *testing.T, from, to string) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(from, "pg_wal", "*.history"))
+	require.NoError(t, err)
+	require.NotEmpty(t, paths, "a promoted node has a timeline history")
+	info, err := os.Stat(filepath.Join(to, "pg_wal"))
+	require.NoError(t, err)
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		dst := filepath.Join(to, "pg_wal", filepath.Base(p))
+		require.NoError(t, os.WriteFile(dst, b, 0o600))
+		st := info.Sys().(*syscall.Stat_t)
+		require.NoError(t, os.Chown(dst, int(st.Uid), int(st.Gid)))
+	}
+}
+
+func execOn(ctx context.Context, url, sql string) (int64, error) {
+	var n int64
+	err := queryRow(ctx, url, sql+` RETURNING 1`, &n)
+	return n, err
+}
+
+// TestDivergenceIsSeenOnce: the log is read from where the last look
+// stopped, so a signature already dealt with does not count again, and a
+// half-written last line waits for its end.
+func TestDivergenceIsSeenOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	n := formation.NewNodeForLog(dir, "node1")
+	log := filepath.Join(dir, "node1.log")
+	appendTo := func(s string) {
+		file, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		require.NoError(t, err)
+		_, err = file.WriteString(s)
+		require.NoError(t, err)
+		require.NoError(t, file.Close())
+	}
+	require.False(t, formation.DivergedSinceLastLook(n), "no log yet")
+	appendTo("INFO  Transition complete\n")
+	require.False(t, formation.DivergedSinceLastLook(n))
+	line := "FATAL:  requested timeline 3 is not a child of this server's history\n"
+	appendTo(line[:20])
+	require.False(t, formation.DivergedSinceLastLook(n), "half a line")
+	appendTo(line[20:])
+	require.True(t, formation.DivergedSinceLastLook(n))
+	require.False(t, formation.DivergedSinceLastLook(n), "seen already")
+	appendTo(strings.Repeat("LOG:  redo starts\n", 3) + line)
+	require.True(t, formation.DivergedSinceLastLook(n))
+}
