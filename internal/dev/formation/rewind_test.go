@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/dev/formation"
@@ -59,15 +60,10 @@ func TestDivergedFormerPrimaryIsRewound(t *testing.T) {
 
 	require.NoError(t, f.WaitHealthy(ctx))
 	require.Equal(t, []string{old.Name}, f.Rewound())
-	var ids []int64
 	rows, err := pool.Query(ctx, `SELECT id FROM notes ORDER BY id`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var id int64
-		require.NoError(t, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(t, rows.Err())
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, ids, "the diverged commit is not the formation's")
 	var onOld int64
 	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 99`, &onOld))
