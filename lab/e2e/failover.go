@@ -25,6 +25,7 @@ type failoverRun struct {
 	history *history
 	probe   *probe
 	metrics []string // each billing process's metrics address
+	scraped scrapes
 
 	mu      sync.Mutex
 	faults  []*FaultResult
@@ -372,22 +373,53 @@ type counts struct {
 	notDurable  int64 // commits refused as not durable
 }
 
-// scrape reads every billing process's /metrics.
+// scrape reads every billing process's /metrics and sums them. Each sum
+// only grows: a process that does not answer (busy during a fault) counts
+// as it did at its last answer, and one whose counters went back (a
+// process restarted) keeps what it had counted before. Otherwise the
+// difference of two scrapes could come out negative.
 func (r *Run) scrape(ctx context.Context) counts {
-	var c counts
+	s := &r.fo.scraped
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last, s.carried = map[string]counts{}, map[string]counts{}
+	}
+	var total counts
 	for _, addr := range r.fo.metrics {
-		body, err := get(ctx, r.hc, "http://"+addr+"/metrics")
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(body, "\n") {
-			switch {
-			case strings.HasPrefix(line, "billing_http_requests_total{") && strings.Contains(line, `code="503"`),
-				strings.HasPrefix(line, "billing_webhook_deliveries_total{") && strings.Contains(line, `outcome="error"`):
-				c.answered503 += sampleValue(line)
-			case strings.HasPrefix(line, "billing_db_commits_not_durable_total"):
-				c.notDurable += sampleValue(line)
+		if body, err := get(ctx, r.hc, "http://"+addr+"/metrics"); err == nil {
+			now := parseCounts(body)
+			if last := s.last[addr]; now.answered503 < last.answered503 || now.notDurable < last.notDurable {
+				s.carried[addr] = s.carried[addr].plus(last)
 			}
+			s.last[addr] = now
+		}
+		total = total.plus(s.carried[addr].plus(s.last[addr]))
+	}
+	return total
+}
+
+// scrapes is what scrape has seen of each process, by metrics address.
+type scrapes struct {
+	mu      sync.Mutex
+	last    map[string]counts // each process's last answer
+	carried map[string]counts // what its earlier lives counted
+}
+
+func (c counts) plus(o counts) counts {
+	return counts{answered503: c.answered503 + o.answered503, notDurable: c.notDurable + o.notDurable}
+}
+
+// parseCounts sums one process's /metrics body.
+func parseCounts(body string) counts {
+	var c counts
+	for _, line := range strings.Split(body, "\n") {
+		switch {
+		case strings.HasPrefix(line, "billing_http_requests_total{") && strings.Contains(line, `code="503"`),
+			strings.HasPrefix(line, "billing_webhook_deliveries_total{") && strings.Contains(line, `outcome="error"`):
+			c.answered503 += sampleValue(line)
+		case strings.HasPrefix(line, "billing_db_commits_not_durable_total"):
+			c.notDurable += sampleValue(line)
 		}
 	}
 	return c

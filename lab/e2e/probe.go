@@ -121,7 +121,7 @@ func (p *probe) ackedEvents() []string {
 	return append([]string(nil), p.acked...)
 }
 
-// get fetches url's body.
+// get fetches url's body; an answer other than 200 is an error.
 func get(ctx context.Context, hc *http.Client, url string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -132,6 +132,9 @@ func get(ctx context.Context, hc *http.Client, url string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	return string(b), err
 }
