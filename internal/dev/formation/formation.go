@@ -10,7 +10,8 @@
 // the `postgres` system user (internal/dev/pglocal.ForPostgres). Every wait
 // is bounded by its context, and a formation never outlives the process
 // that started it: a watchdog kills every node's processes when that
-// process dies without calling Stop.
+// process dies without calling Stop. WaitHealthy also rewinds a former
+// primary that pg_auto_failover left unable to follow (rewind.go).
 //
 // pg_autoctl must be installed (Debian: postgresql-15-auto-failover and
 // pg-auto-failover-cli).
