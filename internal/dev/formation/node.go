@@ -30,8 +30,10 @@ type Node struct {
 	// has looked through for a diverged history, by path (rewind.go);
 	// guarded by the formation's heal.
 	logSeen map[string]int64
-	// diverged: the logs showed it, and no rewind has dealt with it yet.
-	diverged bool
+	// diverged: the logs showed it, and no rewind has dealt with it yet;
+	// rewindTried is when the last rewind began.
+	diverged    bool
+	rewindTried time.Time
 }
 
 func (f *Formation) newNode(name string, port int, args ...string) *Node {

@@ -41,9 +41,10 @@ func (f *Formation) healDiverged(ctx context.Context, states []State) {
 		if n.divergedSinceLastLook() {
 			n.diverged = true
 		}
-		if !n.diverged || source == "" || source == n.Name {
+		if !n.diverged || source == "" || source == n.Name || time.Since(n.rewindTried) < rewindRetry {
 			continue
 		}
+		n.rewindTried = time.Now()
 		if err := f.rewindFrom(ctx, n, f.Node(source)); err != nil {
 			n.note("formation: rewind of %s failed: %v", n.Name, err)
 			continue
@@ -52,6 +53,11 @@ func (f *Formation) healDiverged(ctx context.Context, states []State) {
 		f.rewound = append(f.rewound, n.Name)
 	}
 }
+
+// rewindRetry paces the attempts on a node whose rewind failed (its
+// keeper stays stopped meanwhile), so that a wait polling every 250 ms does
+// not run pg_rewind as often; the failure is in the node's log.
+const rewindRetry = 10 * time.Second
 
 // writer names the node the monitor has in charge of writes in states
 // (reported and assigned primary or wait_primary), "" when none is.
@@ -116,10 +122,10 @@ func (n *Node) readNew(path string) []byte {
 	return b[:i+1]
 }
 
-// rewindFrom makes data node n follow source, the primary, again after its history
-// diverged from the primary's: it stops n's keeper (and its PostgreSQL,
-// if running), runs pg_rewind from source, and starts the keeper,
-// which then follows the primary from the rewound data directory. Should
+// rewindFrom makes data node n follow source, the primary, again after
+// its history diverged from source's: it stops n's keeper (and its
+// PostgreSQL, if running), runs pg_rewind from source, and starts the
+// keeper, which then follows source from the rewound data directory. Should
 // pg_rewind fail, n is left stopped and the error says why. The WAL
 // pg_rewind discards was never acknowledged: under synchronous
 // replication a commit is acknowledged only once a standby has it, and
