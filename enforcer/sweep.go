@@ -219,8 +219,21 @@ func (SweepArgs) Kind() string { return "enforcer_sweep" }
 // a sweep whose worker died would stay "running" until River rescues it and
 // would block every sweep meanwhile; overlapping sweeps are harmless.
 func (SweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 3}
+	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: sweepMaxAttempts}
 }
+
+// A sweep fails only when the database does (a failover, an outage), and
+// the next scheduled sweep would do its work anyway. So it retries soon and
+// for longer than a failover takes, rather than being discarded while the
+// primary changes: a discarded job pages an operator (BillingJobsDiscarded)
+// for nothing. With these values its retries span about four minutes, the
+// waits alone, each at most a minute, so a sweep follows the database's
+// return within a minute.
+const (
+	sweepMaxAttempts = 10
+	sweepRetryStep   = 5 * time.Second
+	sweepRetryCap    = time.Minute
+)
 
 // SweepWorker works the periodic sweep.
 type SweepWorker struct {
@@ -235,6 +248,17 @@ type SweepWorker struct {
 // leader was killed mid-run by that long, since the rescuer waits out the
 // job's timeout first. A timed-out or rescued sweep is simply run again: it
 // only enqueues unique jobs.
+
+// NextRetry backs off linearly (5 s, 10 s, ... at most a minute) instead of
+// River's attempt^4, which would leave the day unswept for minutes after the
+// database is back.
+func (w *SweepWorker) NextRetry(job *river.Job[SweepArgs]) time.Time {
+	return time.Now().Add(sweepRetryDelay(job.Attempt))
+}
+
+func sweepRetryDelay(attempt int) time.Duration {
+	return min(time.Duration(attempt)*sweepRetryStep, sweepRetryCap)
+}
 
 // Work implements river.Worker.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/enforcer"
@@ -206,4 +207,24 @@ func TestSweepDryRun(t *testing.T) {
 		require.Zero(t, id%2, "only the Marquees whose job is not queued: %d", id)
 	}
 	require.Equal(t, queued, e.count(`SELECT count(*) FROM river_job`), "still nothing enqueued")
+}
+
+// A sweep fails only while the database does. Its retries must outlast a
+// failover on a loaded machine (the chaos run's double failure once
+// discarded a sweep that had River's default backoff and 3 attempts), and
+// each wait must stay short, so the day is swept soon after the database
+// is back.
+func TestSweepRetriesOutlastAFailover(t *testing.T) {
+	t.Parallel()
+	w := &enforcer.SweepWorker{}
+	maxAttempts := enforcer.SweepArgs{}.InsertOpts().MaxAttempts
+	var waited time.Duration
+	for attempt := 1; attempt < maxAttempts; attempt++ {
+		before := time.Now()
+		wait := w.NextRetry(&river.Job[enforcer.SweepArgs]{JobRow: &rivertype.JobRow{Attempt: attempt}}).Sub(before)
+		require.LessOrEqual(t, wait, time.Minute+time.Second, "attempt %d waits too long", attempt)
+		require.Positive(t, wait)
+		waited += wait
+	}
+	require.GreaterOrEqual(t, waited, 3*time.Minute, "a sweep's retries end before a slow failover does")
 }
