@@ -114,7 +114,7 @@ func (w *ReverseWorker) Work(ctx context.Context, job *river.Job[ReversePaymentA
 
 func (w *ReverseWorker) work(ctx context.Context, job *river.Job[ReversePaymentArgs]) (string, error) {
 	a := job.Args
-	tx, err := beginForPayment(ctx, w.pool, a.Provider, a.refs())
+	tx, err := beginForJob(ctx, w.pool, job.JobRow, a.Provider, a.refs())
 	if err != nil {
 		return OutcomeError, err
 	}

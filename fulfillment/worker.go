@@ -174,7 +174,7 @@ type verdict struct {
 // then runs what must follow a commit (the provider refund: no network
 // call ever runs inside the transaction).
 func (w *Worker) work(ctx context.Context, job *river.Job[FulfillOrderArgs]) (string, error) {
-	tx, err := beginForPayment(ctx, w.pool, job.Args.Provider, job.Args.refs())
+	tx, err := beginForJob(ctx, w.pool, job.JobRow, job.Args.Provider, job.Args.refs())
 	if err != nil {
 		return OutcomeError, err
 	}
