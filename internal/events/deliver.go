@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fibe-dev/billing/internal/platform/dbtx"
 	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
@@ -42,10 +43,10 @@ type delivery struct {
 	endpoint  *Endpoint
 }
 
-func loadDelivery(ctx context.Context, pool *pgxpool.Pool, id int64) (*delivery, error) {
+func loadDelivery(ctx context.Context, db dbtx.DB, id int64) (*delivery, error) {
 	d := delivery{endpoint: &Endpoint{}}
 	e := d.endpoint
-	err := pool.QueryRow(ctx, `SELECT d.id, d.state, d.created_at, v.id, v.type, v.payload::text,
+	err := db.QueryRow(ctx, `SELECT d.id, d.state, d.created_at, v.id, v.type, v.payload::text,
 		p.id, p.url, p.enabled, p.previous_secret_until, p.secret, coalesce(p.previous_secret, '')
 		FROM event_deliveries d JOIN events v ON v.id = d.event_id JOIN event_endpoints p ON p.id = d.endpoint_id
 		WHERE d.id = $1`, id).Scan(&d.id, &d.state, &d.createdAt, &d.eventID, &d.eventType, &d.body,

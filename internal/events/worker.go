@@ -13,6 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+
+	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/platform/jobhold"
 )
 
 // QueueEvents is the River queue delivery jobs run on: slow receivers
@@ -123,7 +126,7 @@ func (w *Worker) delay(id int64, attempt int) time.Duration {
 func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	d, err := loadDelivery(ctx, w.pool, job.Args.DeliveryID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return river.JobCancel(fmt.Errorf("events: delivery %d does not exist", job.Args.DeliveryID))
+		return w.missing(ctx, job)
 	}
 	if err != nil {
 		return err
@@ -150,4 +153,31 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 		return river.JobCancel(fmt.Errorf("events: delivery %d of %s failed its whole schedule: %w", d.id, d.eventID, a.failure()))
 	}
 	return a.failure()
+}
+
+// missing cancels the job of a delivery that does not exist, once the
+// server that gave the job out says so (jobhold): a former primary,
+// answering for a moment beside its successor during a failover, lacks
+// the deliveries written since it lost its role, and a cancel decided
+// there would leave the event undelivered.
+func (w *Worker) missing(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := jobhold.LockTx(ctx, tx, job.JobRow); err != nil {
+		return err
+	}
+	_, err = loadDelivery(ctx, tx, job.Args.DeliveryID)
+	switch {
+	case err == nil:
+		return fmt.Errorf("events: delivery %d was not found on another server than the job's; the job runs again", job.Args.DeliveryID)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
+	}
+	if err := durable.Commit(ctx, tx); err != nil {
+		return err
+	}
+	return river.JobCancel(fmt.Errorf("events: delivery %d does not exist", job.Args.DeliveryID))
 }
