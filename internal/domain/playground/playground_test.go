@@ -3,6 +3,7 @@ package playground_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/domain/playground"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/platform/jobhold"
 	"github.com/fibe-dev/billing/wallet"
 )
 
@@ -160,4 +162,45 @@ func TestWorkersRecordTransitions(t *testing.T) {
 	require.WithinDuration(t, f.now.Add(time.Minute), *pg.SyncedAt, time.Millisecond)
 	_, err = playground.Get(ctx, f.pool, f.player+1, enq.Playground.ID)
 	require.ErrorIs(t, err, playground.ErrNotFound)
+}
+
+// A playground job's worker can reach a former primary during a failover,
+// one that lacks the playground: the job is not cancelled there as "not
+// found" (jobhold), and, worked again against the primary, completes.
+func TestWorkerOnAFormerPrimaryDoesNotCancel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	ctx := context.Background()
+	var enq *playground.Enqueued
+	require.NoError(t, f.inTx(t, func(tx pgx.Tx) (err error) {
+		enq, err = playground.CreateTx(ctx, tx, f.client, playground.CreateParams{PlayerID: f.player, MarqueeID: f.marquee, Name: "pg"}, f.now)
+		return err
+	}))
+	start := func(pool *pgxpool.Pool) *river.Client[pgx.Tx] {
+		workers := river.NewWorkers()
+		playground.Register(workers, playground.WorkerOptions{Pool: pool, Now: func() time.Time { return f.now }})
+		client, err := river.NewClient(riverpgxv5.New(f.pool), &river.Config{Workers: workers, Logger: slog.New(slog.DiscardHandler),
+			Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}}, FetchCooldown: 10 * time.Millisecond,
+			FetchPollInterval: 20 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { _ = client.Stop(ctx) })
+		return client
+	}
+	astray := start(testdb.New(t))
+	var job *rivertype.JobRow
+	require.Eventually(t, func() bool {
+		var err error
+		job, err = f.client.JobGet(ctx, enq.Job.ID)
+		return err == nil && (len(job.Errors) > 0 || job.FinalizedAt != nil)
+	}, testdb.WorkDeadline, 10*time.Millisecond, "the job's first attempt never ended")
+	require.NotEqual(t, rivertype.JobStateCancelled, job.State, "cancelled on the former primary: %v", job.Errors)
+	require.Contains(t, job.Errors[0].Error, jobhold.ErrNotHeld.Error())
+	require.NoError(t, astray.Stop(ctx))
+
+	start(f.pool)
+	require.Eventually(t, func() bool {
+		job, err := f.client.JobGet(ctx, enq.Job.ID)
+		return err == nil && job.State == rivertype.JobStateCompleted
+	}, testdb.WorkDeadline, 20*time.Millisecond, "the job never completed on the primary")
 }

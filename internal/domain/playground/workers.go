@@ -12,6 +12,7 @@ import (
 
 	"github.com/fibe-dev/billing/enforcer"
 	"github.com/fibe-dev/billing/internal/platform/durable"
+	"github.com/fibe-dev/billing/internal/platform/jobhold"
 )
 
 // CreateArgs moves a new playground to running.
@@ -108,6 +109,11 @@ func work[T river.JobArgs](ctx context.Context, opts WorkerOptions, job *river.J
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// A former primary, answering beside its successor during a failover,
+	// may lack the playground or its funding: no cancel is decided there.
+	if err := jobhold.LockTx(ctx, tx, job.JobRow); err != nil {
+		return err
+	}
 	pg, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM playgrounds WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return cancelIfNotFound(err, id)
