@@ -2,11 +2,9 @@ package fulfillment_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -35,52 +33,20 @@ func TestDecisionOnAFormerPrimaryDoesNotCount(t *testing.T) {
 	primary, former := testdb.New(t), testdb.New(t)
 	inserter, err := river.NewClient(riverpgxv5.New(primary), &river.Config{})
 	require.NoError(t, err)
-
-	seen := make(errorsSeen, 8)
-	opts := fulfillment.WorkerOptions{Pool: former, Wallet: wallet.New(former, wallet.Options{}),
-		Logger: slog.New(slog.DiscardHandler)}
 	workers := river.NewWorkers()
-	fulfillment.Register(workers, opts)
-	astray, err := river.NewClient(riverpgxv5.New(primary), &river.Config{
-		Queues:       map[string]river.QueueConfig{fulfillment.QueueFulfillment: {MaxWorkers: 2}},
-		Workers:      workers,
-		ErrorHandler: seen, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), TestOnly: true,
-	})
-	require.NoError(t, err)
-	require.NoError(t, astray.Start(ctx))
+	fulfillment.Register(workers, fulfillment.WorkerOptions{Pool: former, Wallet: wallet.New(former, wallet.Options{}),
+		Logger: testkit.Quiet})
+	astray, _ := testkit.StartRiver(t, primary, testkit.RiverOptions{Workers: workers})
 
 	o := checkout(t, primary, newPlayer(t, primary), "mana_1000", "stripe")
 	pay(t, primary, inserter, "evt_on_former_primary", o.ID, o.Amount, o.Currency)
 	reverse(t, primary, inserter, fulfillment.ReversePaymentArgs{Provider: "stripe", EventID: "evt_refund_on_former_primary",
 		PaymentID: "pi_unknown", ReversalID: "re_1", ReversalKind: fulfillment.ReversalRefund, State: "bogus", Amount: 1, Currency: "usd"})
 	// Each job's first attempt ends: before jobhold, in a cancel.
-	var first []struct {
-		State string
-		Err   string
-	}
-	deadline := time.Now().Add(waitDeadline)
-	for len(first) < 2 {
-		require.True(t, time.Now().Before(deadline), "the jobs' first attempts never ended")
-		rows, err := primary.Query(ctx, `SELECT state, coalesce(errors[1]->>'error', '') FROM river_job
-			WHERE kind IN ('fulfill_order', 'reverse_payment') AND (errors IS NOT NULL OR finalized_at IS NOT NULL)`)
-		require.NoError(t, err)
-		first, err = pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-			State string
-			Err   string
-		}])
-		require.NoError(t, err)
-		time.Sleep(20 * time.Millisecond)
-	}
+	first := testkit.FirstAttempts(t, primary, 2, "fulfill_order", "reverse_payment")
 	for _, j := range first {
 		require.NotContains(t, []string{"cancelled", "completed", "discarded"}, j.State, "decided on the former primary: %s", j.Err)
 		require.Contains(t, j.Err, jobhold.ErrNotHeld.Error())
-	}
-	select {
-	case err := <-seen:
-		require.ErrorIs(t, err, jobhold.ErrNotHeld)
-	default:
-		t.Fatal("River's error handler saw no error")
 	}
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -89,10 +55,10 @@ func TestDecisionOnAFormerPrimaryDoesNotCount(t *testing.T) {
 		require.Zero(t, count(t, former, `SELECT count(*) FROM `+table), "the former primary was written: %s", table)
 	}
 
-	startRiver(t, primary)
-	jobs := waitJobs(t, primary, 1)
-	require.Equal(t, "completed", jobs[0].State, "errors: %v", jobs[0].Errors)
-	refund := testkit.JobsOn(primary).Wait(t, testkit.Kind("reverse_payment"), 1, testkit.WaitOptions{})
+	watched := testkit.Jobs(startRiver(t, primary))
+	jobs := watched.Wait(t, testkit.Kind("fulfill_order"), 1, testkit.WaitOptions{})
+	require.Equal(t, "completed", string(jobs[0].State), "errors: %v", jobs[0].Errors)
+	refund := watched.Wait(t, testkit.Kind("reverse_payment"), 1, testkit.WaitOptions{})
 	require.Equal(t, "cancelled", string(refund[0].State))
 	require.Equal(t, o.Mana, manaBalance(t, primary, o.PlayerID))
 	require.Equal(t, 1, count(t, primary, `SELECT count(*) FROM webhook_events

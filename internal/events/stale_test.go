@@ -2,14 +2,10 @@ package events_test
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/events"
@@ -35,27 +31,12 @@ func TestDeliveryOnAFormerPrimaryIsNotCancelled(t *testing.T) {
 
 	workers := river.NewWorkers()
 	events.Register(workers, events.WorkerOptions{Pool: former, Logger: testkit.Quiet})
-	astray, err := river.NewClient(riverpgxv5.New(primary), &river.Config{
-		Queues:  map[string]river.QueueConfig{events.QueueEvents: {MaxWorkers: 2}},
-		Workers: workers, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), TestOnly: true,
-	})
-	require.NoError(t, err)
-	require.NoError(t, astray.Start(ctx))
+	astray, _ := testkit.StartRiver(t, primary, testkit.RiverOptions{Workers: workers, Queues: map[string]int{events.QueueEvents: 2}})
 	sent := emit(t, primary, refunded(1, "former"))
 
-	var state, firstErr string
-	for end := time.Now().Add(deadline); ; time.Sleep(10 * time.Millisecond) {
-		require.True(t, time.Now().Before(end), "the delivery's first attempt never ended")
-		err := primary.QueryRow(ctx, `SELECT state, coalesce(errors[1]->>'error', '') FROM river_job
-			WHERE kind = 'deliver_event' AND (errors IS NOT NULL OR finalized_at IS NOT NULL)`).Scan(&state, &firstErr)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			require.NoError(t, err)
-			break
-		}
-	}
-	require.NotEqual(t, "cancelled", state, "cancelled on the former primary: %s", firstErr)
-	require.Contains(t, firstErr, jobhold.ErrNotHeld.Error())
+	first := testkit.FirstAttempts(t, primary, 1, "deliver_event")[0]
+	require.NotEqual(t, "cancelled", first.State, "cancelled on the former primary: %s", first.Err)
+	require.Contains(t, first.Err, jobhold.ErrNotHeld.Error())
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	require.NoError(t, astray.Stop(stop))

@@ -3,7 +3,6 @@ package playground_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/fibe-dev/billing/internal/domain/players"
 	"github.com/fibe-dev/billing/internal/domain/playground"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/platform/jobhold"
 	"github.com/fibe-dev/billing/wallet"
 )
@@ -179,23 +179,13 @@ func TestWorkerOnAFormerPrimaryDoesNotCancel(t *testing.T) {
 	start := func(pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 		workers := river.NewWorkers()
 		playground.Register(workers, playground.WorkerOptions{Pool: pool, Now: func() time.Time { return f.now }})
-		client, err := river.NewClient(riverpgxv5.New(f.pool), &river.Config{Workers: workers, Logger: slog.New(slog.DiscardHandler),
-			Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}}, FetchCooldown: 10 * time.Millisecond,
-			FetchPollInterval: 20 * time.Millisecond})
-		require.NoError(t, err)
-		require.NoError(t, client.Start(ctx))
-		t.Cleanup(func() { _ = client.Stop(ctx) })
+		client, _ := testkit.StartRiver(t, f.pool, testkit.RiverOptions{Workers: workers, Queues: map[string]int{river.QueueDefault: 2}})
 		return client
 	}
 	astray := start(testdb.New(t))
-	var job *rivertype.JobRow
-	require.Eventually(t, func() bool {
-		var err error
-		job, err = f.client.JobGet(ctx, enq.Job.ID)
-		return err == nil && (len(job.Errors) > 0 || job.FinalizedAt != nil)
-	}, testdb.WorkDeadline, 10*time.Millisecond, "the job's first attempt never ended")
-	require.NotEqual(t, rivertype.JobStateCancelled, job.State, "cancelled on the former primary: %v", job.Errors)
-	require.Contains(t, job.Errors[0].Error, jobhold.ErrNotHeld.Error())
+	first := testkit.FirstAttempts(t, f.pool, 1, enq.Job.Kind)[0]
+	require.NotEqual(t, "cancelled", first.State, "cancelled on the former primary: %s", first.Err)
+	require.Contains(t, first.Err, jobhold.ErrNotHeld.Error())
 	require.NoError(t, astray.Stop(ctx))
 
 	start(f.pool)

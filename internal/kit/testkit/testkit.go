@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/fulfillment"
+	"github.com/fibe-dev/billing/internal/kit/testdb"
 )
 
 // Catalogue is the SKU fixture of the money tests: 999 usd for 1000 Mana,
@@ -150,4 +151,31 @@ func JobsOn(pool *pgxpool.Pool) *Watcher {
 		return w
 	}
 	panic("testkit: JobsOn a pool without exactly one client testkit.StartRiver started")
+}
+
+// FirstAttempt is a job whose first attempt has ended: its state then and
+// that attempt's error ("" when it succeeded).
+type FirstAttempt struct {
+	State string
+	Err   string
+}
+
+// FirstAttempts waits, up to testdb.WorkDeadline, until n jobs of the
+// kinds on pool have ended their first attempt (an error recorded, or the
+// job finalized), and returns them in id order. Tests that must see what
+// one attempt decided, before any retry, read it here.
+func FirstAttempts(t testing.TB, pool *pgxpool.Pool, n int, kinds ...string) []FirstAttempt {
+	t.Helper()
+	ctx := context.Background()
+	for end := time.Now().Add(testdb.WorkDeadline); ; time.Sleep(10 * time.Millisecond) {
+		require.True(t, time.Now().Before(end), "%d %v jobs never ended their first attempt", n, kinds)
+		rows, err := pool.Query(ctx, `SELECT state, coalesce(errors[1]->>'error', '') FROM river_job
+			WHERE kind = ANY($1) AND (errors IS NOT NULL OR finalized_at IS NOT NULL) ORDER BY id`, kinds)
+		require.NoError(t, err)
+		ended, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FirstAttempt])
+		require.NoError(t, err)
+		if len(ended) >= n {
+			return ended
+		}
+	}
 }
