@@ -32,6 +32,7 @@ import (
 	"github.com/fibe-dev/billing/internal/payments/webhook"
 	"github.com/fibe-dev/billing/internal/platform/durable"
 	"github.com/fibe-dev/billing/internal/platform/instancelock"
+	"github.com/fibe-dev/billing/internal/platform/jobhold"
 	"github.com/fibe-dev/billing/internal/platform/rivercomplete"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/web/idempotency"
@@ -187,6 +188,7 @@ var exportedErrors = []struct {
 	{"webhook.ErrLiveJob", webhook.ErrLiveJob, answered{status: 500, code: "internal", detail: internalGET}},
 	{"rivercomplete.ErrNotRunning", rivercomplete.ErrNotRunning, answered{status: 500, code: "internal", detail: internalGET}},
 	{"rivercomplete.ErrMode", rivercomplete.ErrMode, answered{status: 500, code: "internal", detail: internalGET}},
+	{"jobhold.ErrNotHeld", jobhold.ErrNotHeld, answered{status: 500, code: "internal", detail: internalGET}},
 	{"instancelock.HeldError", &instancelock.HeldError{Path: "/tmp/x"}, answered{status: 500, code: "internal", detail: internalGET}},
 
 	{"durable.ErrNotDurable", durable.ErrNotDurable, answered{status: 503, code: "not_durable", retryAfter: "1",
