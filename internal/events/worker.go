@@ -172,7 +172,7 @@ func (w *Worker) missing(ctx context.Context, job *river.Job[DeliverArgs]) error
 	_, err = loadDelivery(ctx, tx, job.Args.DeliveryID)
 	switch {
 	case err == nil:
-		return fmt.Errorf("events: delivery %d was not found on another server than the job's; the job runs again", job.Args.DeliveryID)
+		return fmt.Errorf("events: delivery %d is on the job's server though the first read found none (it reached a former primary); the job runs again", job.Args.DeliveryID)
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
