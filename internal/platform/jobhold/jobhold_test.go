@@ -2,18 +2,17 @@ package jobhold_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/kit/testkit"
 	"github.com/fibe-dev/billing/internal/platform/jobhold"
 )
 
@@ -31,7 +30,7 @@ func (probeArgs) Kind() string { return "jobhold_probe" }
 // seen is what the worker found while its job was running.
 type seen struct {
 	job                  *rivertype.JobRow
-	held, wrote          error
+	held                 error
 	otherAttempt, astray error
 	assigned             bool
 }
@@ -74,27 +73,14 @@ func TestLockTxHoldsOnlyTheRunningAttempt(t *testing.T) {
 	w := &probeWorker{pool: pool, other: other, out: make(chan seen, 1)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
-		Workers: workers, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), TestOnly: true,
-	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() {
-		stop, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = client.Stop(stop)
-	})
-	subscribed, cancel := client.Subscribe(river.EventKindJobCompleted)
-	defer cancel()
-	_, err = client.Insert(ctx, probeArgs{}, nil)
+	client, jobs := testkit.StartRiver(t, pool, testkit.RiverOptions{Workers: workers, Queues: map[string]int{river.QueueDefault: 1}})
+	_, err := client.Insert(ctx, probeArgs{}, nil)
 	require.NoError(t, err)
 
 	var s seen
 	select {
 	case s = <-w.out:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(testdb.WorkDeadline):
 		t.Fatal("the probe job never ran")
 	}
 	require.NoError(t, s.held, "the running attempt, on its own database")
@@ -102,11 +88,7 @@ func TestLockTxHoldsOnlyTheRunningAttempt(t *testing.T) {
 	require.ErrorIs(t, s.otherAttempt, jobhold.ErrNotHeld, "another attempt of the job")
 	require.ErrorIs(t, s.astray, jobhold.ErrNotHeld, "another database")
 
-	select {
-	case <-subscribed:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the probe job never completed")
-	}
+	jobs.Wait(t, testkit.Kind("jobhold_probe"), 1, testkit.WaitOptions{Strict: true})
 	err = inTx(ctx, pool, func(tx pgx.Tx) error { return jobhold.LockTx(ctx, tx, s.job) })
 	require.ErrorIs(t, err, jobhold.ErrNotHeld, "a job that has ended")
 }
