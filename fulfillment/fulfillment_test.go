@@ -15,10 +15,10 @@ import (
 func TestCreateCheckoutSnapshotsPrice(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t)
-	player := newPlayer(t, pool)
+	db := testdb.Tx(t)
+	player := newPlayer(t, db)
 
-	o := checkout(t, pool, player, "mana_5000", "paddle")
+	o := checkout(t, db, player, "mana_5000", "paddle")
 	require.Equal(t, int64(3999), o.Amount)
 	require.Equal(t, "usd", o.Currency)
 	require.Equal(t, int64(5000), o.Mana)
@@ -27,7 +27,7 @@ func TestCreateCheckoutSnapshotsPrice(t *testing.T) {
 
 	require.Empty(t, o.Reason, "no reason while pending")
 
-	got, err := fulfillment.GetOrder(ctx, pool, player, o.ID)
+	got, err := fulfillment.GetOrder(ctx, db, player, o.ID)
 	require.NoError(t, err)
 	require.Equal(t, o.Amount, got.Amount)
 	require.Equal(t, o.CreatedAt, got.CreatedAt)
@@ -36,30 +36,30 @@ func TestCreateCheckoutSnapshotsPrice(t *testing.T) {
 func TestCreateCheckoutRejectsUnknownSKUAndProvider(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t)
-	player := newPlayer(t, pool)
+	db := testdb.Tx(t)
+	player := newPlayer(t, db)
 
-	_, err := fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
+	_, err := fulfillment.CreateCheckout(ctx, db, catalogue, fulfillment.CheckoutParams{
 		PlayerID: player, SKU: "mana_9", Provider: "stripe"})
 	require.ErrorIs(t, err, fulfillment.ErrUnknownSKU)
-	_, err = fulfillment.CreateCheckout(ctx, pool, catalogue, fulfillment.CheckoutParams{
+	_, err = fulfillment.CreateCheckout(ctx, db, catalogue, fulfillment.CheckoutParams{
 		PlayerID: player, SKU: "mana_1000", Provider: "paypal"})
 	require.ErrorIs(t, err, fulfillment.ErrUnknownProvider)
-	require.Zero(t, count(t, pool, `SELECT count(*) FROM orders`))
+	require.Zero(t, count(t, db, `SELECT count(*) FROM orders`))
 }
 
 func TestGetOrderHidesOtherPlayersOrders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t)
-	alice, bob := newPlayer(t, pool), newPlayer(t, pool)
-	o := checkout(t, pool, alice, "mana_1000", "creem")
+	db := testdb.Tx(t)
+	alice, bob := newPlayer(t, db), newPlayer(t, db)
+	o := checkout(t, db, alice, "mana_1000", "creem")
 
-	_, err := fulfillment.GetOrder(ctx, pool, bob, o.ID)
+	_, err := fulfillment.GetOrder(ctx, db, bob, o.ID)
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
-	_, err = fulfillment.GetOrder(ctx, pool, alice, o.ID+1000)
+	_, err = fulfillment.GetOrder(ctx, db, alice, o.ID+1000)
 	require.ErrorIs(t, err, fulfillment.ErrNotFound)
-	got, err := fulfillment.GetOrder(ctx, pool, alice, o.ID)
+	got, err := fulfillment.GetOrder(ctx, db, alice, o.ID)
 	require.NoError(t, err)
 	require.Equal(t, alice, got.PlayerID)
 }

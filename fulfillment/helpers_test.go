@@ -35,7 +35,7 @@ func startRiverWith(t *testing.T, pool *pgxpool.Pool, opts fulfillment.WorkerOpt
 	return fulfillmenttest.StartRiver(t, pool, opts)
 }
 
-func newPlayer(t *testing.T, pool *pgxpool.Pool) int64 {
+func newPlayer(t *testing.T, pool fulfillment.DB) int64 {
 	t.Helper()
 	p, _, err := players.Create(context.Background(), pool, "buyer")
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func newPlayer(t *testing.T, pool *pgxpool.Pool) int64 {
 }
 
 // checkout opens an order of sku for player through provider.
-func checkout(t *testing.T, pool *pgxpool.Pool, player int64, sku, provider string) *fulfillment.Order {
+func checkout(t *testing.T, pool fulfillment.DB, player int64, sku, provider string) *fulfillment.Order {
 	t.Helper()
 	o, err := fulfillment.CreateCheckout(context.Background(), pool, catalogue, fulfillment.CheckoutParams{
 		PlayerID: player, SKU: sku, Provider: provider})
@@ -124,7 +124,7 @@ func manaBalance(t *testing.T, pool *pgxpool.Pool, playerID int64) int64 {
 	return b[wallet.Mana]
 }
 
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+func count(t *testing.T, pool fulfillment.DB, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))

@@ -65,13 +65,13 @@ func TestEmitOnceUnderRace(t *testing.T) {
 // stored event without touching it.
 func TestEnvelope(t *testing.T) {
 	t.Parallel()
-	pool := testdb.New(t)
+	db := testdb.Tx(t)
 	ctx := context.Background()
-	first := emit(t, pool, refunded(5, "k"))
+	first := emit(t, db, refunded(5, "k"))
 	require.Equal(t, int64(1), first.Sequence)
-	again := emit(t, pool, refunded(5, "k"))
+	again := emit(t, db, refunded(5, "k"))
 	require.True(t, again.Replayed)
-	shown, err := events.Show(ctx, pool, first.ID)
+	shown, err := events.Show(ctx, db, first.ID)
 	require.NoError(t, err)
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(shown.Body, &body))
@@ -84,7 +84,7 @@ func TestEnvelope(t *testing.T) {
 	require.EqualValues(t, 1, body["sequence"])
 	require.Equal(t, map[string]any{"provider": "stripe", "payment_id": "cs_k", "order_id": float64(7),
 		"amount": float64(999), "currency": "usd"}, body["data"])
-	_, err = events.Show(ctx, pool, "evt_nope")
+	_, err = events.Show(ctx, db, "evt_nope")
 	require.ErrorIs(t, err, events.ErrEventNotFound)
 }
 

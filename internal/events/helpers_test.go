@@ -127,11 +127,12 @@ func addEndpoint(t *testing.T, pool *pgxpool.Pool, url string, types ...string) 
 	return a
 }
 
-// emit writes ev in a transaction of its own, as an effect would.
-func emit(t *testing.T, pool *pgxpool.Pool, ev events.Event) events.Emitted {
+// emit writes ev in a transaction of its own, as an effect would (on a
+// testdb.Tx, a savepoint of it).
+func emit(t *testing.T, db testdb.Beginner, ev events.Event) events.Emitted {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
+	tx, err := db.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	out, err := events.EmitTx(ctx, tx, ev)
