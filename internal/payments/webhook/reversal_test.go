@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -54,8 +55,16 @@ func tryDeliver(srv *httptest.Server, provider string, body []byte) (string, err
 		return "", err
 	}
 	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return "", fmt.Errorf("answer %d: %w", res.StatusCode, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		// A refusal is problem+json, whose status is a number: say it whole.
+		return "", fmt.Errorf("answer %d: %s", res.StatusCode, raw)
+	}
 	var a struct{ Status string }
-	if err := json.NewDecoder(res.Body).Decode(&a); err != nil {
+	if err := json.Unmarshal(raw, &a); err != nil {
 		return "", fmt.Errorf("answer %d: %w", res.StatusCode, err)
 	}
 	return a.Status, nil
