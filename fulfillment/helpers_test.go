@@ -35,17 +35,17 @@ func startRiverWith(t *testing.T, pool *pgxpool.Pool, opts fulfillment.WorkerOpt
 	return fulfillmenttest.StartRiver(t, pool, opts)
 }
 
-func newPlayer(t *testing.T, pool fulfillment.DB) int64 {
+func newPlayer(t *testing.T, db fulfillment.DB) int64 {
 	t.Helper()
-	p, _, err := players.Create(context.Background(), pool, "buyer")
+	p, _, err := players.Create(context.Background(), db, "buyer")
 	require.NoError(t, err)
 	return p.ID
 }
 
 // checkout opens an order of sku for player through provider.
-func checkout(t *testing.T, pool fulfillment.DB, player int64, sku, provider string) *fulfillment.Order {
+func checkout(t *testing.T, db fulfillment.DB, player int64, sku, provider string) *fulfillment.Order {
 	t.Helper()
-	o, err := fulfillment.CreateCheckout(context.Background(), pool, catalogue, fulfillment.CheckoutParams{
+	o, err := fulfillment.CreateCheckout(context.Background(), db, catalogue, fulfillment.CheckoutParams{
 		PlayerID: player, SKU: sku, Provider: provider})
 	require.NoError(t, err)
 	return o
@@ -124,10 +124,10 @@ func manaBalance(t *testing.T, pool *pgxpool.Pool, playerID int64) int64 {
 	return b[wallet.Mana]
 }
 
-func count(t *testing.T, pool fulfillment.DB, sql string, args ...any) int {
+func count(t *testing.T, db fulfillment.DB, sql string, args ...any) int {
 	t.Helper()
 	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	require.NoError(t, db.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
 
