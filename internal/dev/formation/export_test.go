@@ -37,7 +37,22 @@ func NewNodeForLog(dir, name string) *Node {
 	return f.newNode(name, 0)
 }
 
-// WriteStandbySignal is Formation.writeStandbySignal for n.
+// WriteStandbySignal writes n's standby.signal as the formation does.
 func WriteStandbySignal(f *Formation, n *Node) error {
-	return f.writeStandbySignal(filepath.Join(n.dir, "standby.signal"))
+	return f.writeFile(filepath.Join(n.dir, "standby.signal"), nil)
+}
+
+// PgRewind is Formation.pgRewind: n rewound from source, its keeper left
+// as it is.
+func PgRewind(ctx context.Context, f *Formation, n, source *Node) error {
+	states, err := f.States(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range states {
+		if s.Name == n.Name {
+			return f.pgRewind(ctx, n, s.ID, source)
+		}
+	}
+	return fmt.Errorf("no node %s on the monitor", n.Name)
 }

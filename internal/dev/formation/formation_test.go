@@ -109,8 +109,9 @@ func TestFailover(t *testing.T) {
 
 // requireDiagnosis: while lost is down the formation cannot be whole, and
 // a wait for it that runs out says why: lost's keeper is not running, the
-// monitor's last events name the failover it ran, and the end of lost's
-// log is there, as it never reported the state it was told.
+// monitor's last events name the failover it ran, and the ends of lost's
+// keeper's and PostgreSQL's logs are there, as it never reported the
+// state it was told.
 func requireDiagnosis(t *testing.T, ctx context.Context, f *formation.Formation, lost *formation.Node) {
 	t.Helper()
 	// Long enough for a poll of the monitor on a busy machine; the wait
@@ -125,6 +126,7 @@ func requireDiagnosis(t *testing.T, ctx context.Context, f *formation.Formation,
 	// dead), so the error carries the end of its log.
 	require.ErrorContains(t, err, lost.Name+" (primary, told ")
 	require.Regexp(t, `the end of its log:\n  \S+`, err.Error())
+	require.Regexp(t, `the end of its PostgreSQL's log:\n  \S+`, err.Error(), "what its PostgreSQL said last")
 	events, err := f.Events(ctx, 50)
 	require.NoError(t, err)
 	require.NotEmpty(t, events)

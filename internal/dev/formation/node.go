@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,7 +195,26 @@ func (n *Node) Log(max int) string {
 // logTail is the last count lines of the node's log (Log's last 64 KiB),
 // for a diagnosis; nil when there is no log yet.
 func (n *Node) logTail(count int) []string {
-	text := strings.TrimRight(n.Log(64<<10), "\n")
+	return lastLines(n.Log(64<<10), count)
+}
+
+// postgresLogTail is the last count lines of what the node's PostgreSQL
+// logged last (its logging collector starts a file under the data
+// directory's log/ at each start, named by the time): what a start that
+// never becomes ready says, which the keeper's log does not.
+func (n *Node) postgresLogTail(count int) []string {
+	paths, _ := filepath.Glob(filepath.Join(n.dir, "log", "*"))
+	if len(paths) == 0 {
+		return nil
+	}
+	slices.Sort(paths)
+	b, _ := os.ReadFile(filepath.Clean(paths[len(paths)-1]))
+	return lastLines(string(b[max(len(b)-64<<10, 0):]), count)
+}
+
+// lastLines is text's last count lines; nil when text is empty.
+func lastLines(text string, count int) []string {
+	text = strings.TrimRight(text, "\n")
 	if text == "" {
 		return nil
 	}

@@ -35,6 +35,10 @@ func (f *Formation) healDiverged(ctx context.Context, states []State) {
 	}
 	defer f.heal.Unlock()
 	source := writer(states)
+	ids := map[string]int{}
+	for _, s := range states {
+		ids[s.Name] = s.ID
+	}
 	for _, n := range f.nodes {
 		// A node seen diverged stays so until it is rewound: during a
 		// failover there may be no primary to rewind it from yet.
@@ -45,7 +49,7 @@ func (f *Formation) healDiverged(ctx context.Context, states []State) {
 			continue
 		}
 		n.rewindTried = time.Now()
-		if err := f.rewindFrom(ctx, n, f.Node(source)); err != nil {
+		if err := f.rewindFrom(ctx, n, ids[n.Name], f.Node(source)); err != nil {
 			n.note("formation: rewind of %s failed: %v", n.Name, err)
 			continue
 		}
@@ -122,20 +126,20 @@ func (n *Node) readNew(path string) []byte {
 	return b[:i+1]
 }
 
-// rewindFrom makes data node n follow source, the primary, again after
-// its history diverged from source's: it stops n's keeper (and its
-// PostgreSQL, if running), runs pg_rewind from source, and starts the
-// keeper, which then follows source from the rewound data directory. Should
-// pg_rewind fail, n is left stopped and the error says why. The WAL
-// pg_rewind discards was never acknowledged: under synchronous
-// replication a commit is acknowledged only once a standby has it, and
-// the monitor promotes the most advanced standby.
-func (f *Formation) rewindFrom(ctx context.Context, n, source *Node) error {
+// rewindFrom makes data node n (the monitor's node id) follow source, the
+// primary, again after its history diverged from source's: it stops n's
+// keeper (and its PostgreSQL, if running), runs pg_rewind from source, and
+// starts the keeper, which then follows source from the rewound data
+// directory. Should pg_rewind fail, n is left stopped and the error says
+// why. The WAL pg_rewind discards was never acknowledged: under
+// synchronous replication a commit is acknowledged only once a standby
+// has it, and the monitor promotes the most advanced standby.
+func (f *Formation) rewindFrom(ctx context.Context, n *Node, id int, source *Node) error {
 	n.note("formation: %s cannot follow %s (its history diverged); rewinding it", n.Name, source.Name)
 	if err := n.stop(syscall.SIGINT, time.Minute); err != nil {
 		return err
 	}
-	if err := f.pgRewind(ctx, n, source); err != nil {
+	if err := f.pgRewind(ctx, n, id, source); err != nil {
 		return err
 	}
 	n.divergedSinceLastLook() // what its failed starts logged is dealt with
@@ -146,17 +150,31 @@ func (f *Formation) rewindFrom(ctx context.Context, n, source *Node) error {
 	return nil
 }
 
-// pgRewind rewinds n's data directory to source's history. pg_rewind
-// first replays a data directory that was not shut down cleanly in
-// single-user mode, which refuses standby mode, so standby.signal goes
-// for the rewind (pg_rewind would remove it anyway: the primary has
-// none); it is written again afterwards whatever the outcome, so that
-// whatever starts the node next starts it as a standby, never as a
-// second primary.
-func (f *Formation) pgRewind(ctx context.Context, n *Node, source *Node) error {
+// pgRewind rewinds n's data directory to source's history and leaves it
+// a standby of source.
+//
+// pg_rewind first replays a data directory that was not shut down
+// cleanly in single-user mode, which refuses standby mode, so
+// standby.signal goes for the rewind (pg_rewind would remove it anyway:
+// the primary has none); it is written again afterwards whatever the
+// outcome, so that whatever starts the node next starts it as a standby,
+// never as a second primary.
+//
+// pg_rewind also copies source's configuration over n's and removes what
+// source lacks, among it the standby settings (a primary has none). A
+// standby started so has no primary to stream from: it replays the WAL
+// pg_rewind copied and then waits, never consistent while source kept
+// writing during the copy, and its keeper waits on it without end. So n's
+// own configuration files are put back, and its standby settings name
+// source, as the keeper's own rewind (demoted -> catchingup) leaves them.
+func (f *Formation) pgRewind(ctx context.Context, n *Node, id int, source *Node) error {
 	signal := filepath.Join(n.dir, "standby.signal")
 	if err := os.Remove(signal); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("formation: rewind %s: %w", n.Name, err)
+	}
+	own, err := n.readConfig()
+	if err != nil {
+		return err
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(f.pgbin, "pg_rewind"), "--target-pgdata", n.dir,
 		"--source-server", fmt.Sprintf("host=localhost port=%d user=postgres dbname=postgres", source.Port))
@@ -166,17 +184,64 @@ func (f *Formation) pgRewind(ctx context.Context, n *Node, source *Node) error {
 	}
 	out, runErr := cmd.CombinedOutput()
 	n.note("formation: pg_rewind of %s:\n%s", n.Name, bytes.TrimSpace(out))
-	signalErr := f.writeStandbySignal(signal)
+	own[standbyConf] = standbySettings(id, source.Port)
+	confErr := f.writeConfig(n, own)
+	signalErr := f.writeFile(signal, nil)
 	if runErr != nil {
 		return fmt.Errorf("formation: pg_rewind of %s from %s: %w (%s)", n.Name, source.Name, runErr, bytes.TrimSpace(out))
 	}
-	return signalErr
+	return errors.Join(confErr, signalErr)
 }
 
-// writeStandbySignal creates an empty standby.signal owned by the user
-// PostgreSQL runs as.
-func (f *Formation) writeStandbySignal(path string) error {
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
+// standbyConf is the file pg_auto_failover's keeper keeps a standby's
+// settings in (postgresql.conf includes it if it exists).
+const standbyConf = "postgresql-auto-failover-standby.conf"
+
+// ownConfig are the files of a data directory that describe the node
+// rather than the data, which pg_rewind would replace with the source's.
+var ownConfig = []string{"postgresql.auto.conf", "postgresql-auto-failover.conf", "pg_hba.conf"}
+
+// standbySettings are the settings of a standby with the monitor's node
+// id that streams from the primary at port, in the keeper's own form: its
+// application name and slot are the ones the primary's keeper manages
+// and names in synchronous_standby_names.
+func standbySettings(id, port int) []byte {
+	return []byte(fmt.Sprintf(`# Settings by pg_auto_failover
+primary_conninfo = 'application_name=pgautofailover_standby_%[1]d host=localhost port=%[2]d user=pgautofailover_replicator sslmode=prefer'
+primary_slot_name = 'pgautofailover_standby_%[1]d'
+recovery_target_timeline = 'latest'
+`, id, port))
+}
+
+// readConfig reads n's own configuration files, by name; a file n lacks
+// is left out.
+func (n *Node) readConfig() (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for _, name := range ownConfig {
+		b, err := os.ReadFile(filepath.Join(n.dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("formation: %w", err)
+		}
+		files[name] = b
+	}
+	return files, nil
+}
+
+// writeConfig writes files into n's data directory.
+func (f *Formation) writeConfig(n *Node, files map[string][]byte) error {
+	var errs []error
+	for name, b := range files {
+		errs = append(errs, f.writeFile(filepath.Join(n.dir, name), b))
+	}
+	return errors.Join(errs...)
+}
+
+// writeFile writes b to path, owned by the user PostgreSQL runs as.
+func (f *Formation) writeFile(path string, b []byte) error {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("formation: %w", err)
 	}
 	if f.cred != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -138,4 +139,69 @@ func TestDivergenceIsSeenOnce(t *testing.T) {
 	require.False(t, formation.DivergedSinceLastLook(n), "seen already")
 	appendTo(strings.Repeat("LOG:  redo starts\n", 3) + line)
 	require.True(t, formation.DivergedSinceLastLook(n))
+}
+
+// TestRewoundNodeStreamsFromTheSource is what CI met on a starved
+// machine: the keeper of a diverged former primary, sent through
+// report_lsn, does not rewind or set up replication itself once the
+// formation has rewound it; it only starts PostgreSQL and waits for it to
+// be ready. pg_rewind copies the source's configuration, and a primary
+// has no standby settings, so the node must still stream from the source
+// on its own: here its PostgreSQL is started with no keeper at all while
+// the source keeps writing, and a row the source commits after the rewind
+// must reach it.
+func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
+	defer cancel()
+	pool := newPool(t, f.URL())
+	_, err := pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
+	require.NoError(t, err)
+	insert(t, ctx, pool, 1)
+
+	old, err := f.Primary(ctx)
+	require.NoError(t, err)
+	require.NoError(t, old.Kill())
+	next, err := f.WaitPrimary(ctx, old)
+	require.NoError(t, err)
+	opts := fmt.Sprintf("-p %d -h localhost -c synchronous_standby_names=''", old.Port)
+	require.NoError(t, formation.PgCtl(ctx, f, old, "start", "--wait", "--timeout", "300", "-o", opts))
+	_, err = execOn(ctx, old.AdminURL(), `INSERT INTO notes VALUES (99)`)
+	require.NoError(t, err)
+	require.NoError(t, formation.PgCtl(ctx, f, old, "stop", "--mode", "fast", "--wait", "--timeout", "300"))
+
+	// The source writes while pg_rewind copies from it.
+	wctx, stopWriting := context.WithCancel(ctx)
+	written := make(chan int64)
+	go func() {
+		n := int64(0)
+		for id := int64(1000); wctx.Err() == nil; id++ {
+			if _, err := pool.Exec(wctx, `INSERT INTO notes VALUES ($1)`, id); err == nil {
+				n++
+			}
+		}
+		written <- n
+	}()
+	require.NoError(t, formation.PgRewind(ctx, f, old, next))
+	stopWriting()
+	require.Positive(t, <-written, "the source took writes during the rewind")
+	insert(t, ctx, pool, 2)
+
+	require.NoError(t, formation.PgCtl(ctx, f, old, "start", "--no-wait", "-o", fmt.Sprintf("-p %d -h localhost", old.Port)))
+	t.Cleanup(func() {
+		_ = formation.PgCtl(context.Background(), f, old, "stop", "--mode", "immediate", "--wait", "--timeout", "300")
+	})
+	var seen int64
+	require.Eventually(t, func() bool {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return queryRow(qctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 2`, &seen) == nil && seen > 0
+	}, 3*time.Minute, 250*time.Millisecond, "the rewound node never replayed a commit the source made after the rewind")
+	var diverged int64
+	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 99`, &diverged))
+	require.Zero(t, diverged, "the rewound node dropped its diverged commit")
+	var recovering bool
+	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT pg_is_in_recovery()`, &recovering))
+	require.True(t, recovering, "the rewound node is a standby")
 }

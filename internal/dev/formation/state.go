@@ -61,6 +61,7 @@ func (t Timeouts) applyToMonitor(ctx context.Context, adminURL string) error {
 // State is one data node as the monitor sees it.
 type State struct {
 	Name     string
+	ID       int // the monitor's node id, which names the node's replication slot
 	Port     int
 	Reported string // the state the keeper last reported (primary, secondary, ...)
 	Goal     string // the state the monitor assigned
@@ -82,14 +83,14 @@ func (f *Formation) States(ctx context.Context) ([]State, error) {
 }
 
 func readStates(ctx context.Context, conn *pgx.Conn) ([]State, error) {
-	rows, err := conn.Query(ctx, `SELECT nodename, nodeport, reportedstate::text, goalstate::text, health = 1
+	rows, err := conn.Query(ctx, `SELECT nodename, nodeid, nodeport, reportedstate::text, goalstate::text, health = 1
 		FROM pgautofailover.node WHERE formationid = 'default' ORDER BY nodename`)
 	if err != nil {
 		return nil, fmt.Errorf("formation: monitor: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (State, error) {
 		var s State
-		err := r.Scan(&s.Name, &s.Port, &s.Reported, &s.Goal, &s.Healthy)
+		err := r.Scan(&s.Name, &s.ID, &s.Port, &s.Reported, &s.Goal, &s.Healthy)
 		return s, err
 	})
 }
@@ -328,9 +329,10 @@ func ReplacedIn(states []State, n *Node) bool {
 
 // diagnosis says, for a wait that timed out, which keepers are not
 // running, the monitor's last events (what each node reported and was
-// told, and why) and the end of the log of each node whose keeper had not
-// reached the state it was told (in states, the last seen): what an
-// operator reads first when a formation is stuck, and all a CI run keeps.
+// told, and why) and the end of the keeper's and PostgreSQL's logs of each
+// node whose keeper had not reached the state it was told (in states, the
+// last seen): what an operator reads first when a formation is stuck, and
+// all a CI run keeps.
 func (f *Formation) diagnosis(ctx context.Context, states []State) string {
 	var b strings.Builder
 	for _, n := range f.nodes {
@@ -353,6 +355,12 @@ func (f *Formation) diagnosis(ctx context.Context, states []State) string {
 			fmt.Fprintf(&b, "\n%s (%s, told %s), the end of its log:", s.Name, s.Reported, s.Goal)
 			for _, l := range n.logTail(logTailLines) {
 				b.WriteString("\n  " + l)
+			}
+			if tail := n.postgresLogTail(logTailLines); len(tail) > 0 {
+				fmt.Fprintf(&b, "\n%s, the end of its PostgreSQL's log:", s.Name)
+				for _, l := range tail {
+					b.WriteString("\n  " + l)
+				}
 			}
 		}
 	}
