@@ -135,6 +135,9 @@ func (n *Node) readNew(path string) []byte {
 // synchronous replication a commit is acknowledged only once a standby
 // has it, and the monitor promotes the most advanced standby.
 func (f *Formation) rewindFrom(ctx context.Context, n *Node, id int, source *Node) error {
+	if id <= 0 {
+		return fmt.Errorf("formation: rewind %s: the monitor has no id for it", n.Name)
+	}
 	n.note("formation: %s cannot follow %s (its history diverged); rewinding it", n.Name, source.Name)
 	if err := n.stop(syscall.SIGINT, time.Minute); err != nil {
 		return err
