@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fibe-dev/billing/internal/dev/formation"
@@ -26,36 +27,16 @@ import (
 // gone (it was never acknowledged to anyone who waits for a standby).
 func TestDivergedFormerPrimaryIsRewound(t *testing.T) {
 	t.Parallel()
-	f := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
-	defer cancel()
-	pool := newPool(t, f.URL())
-	_, err := pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
-	require.NoError(t, err)
-	insert(t, ctx, pool, 1)
-
-	old, err := f.Primary(ctx)
-	require.NoError(t, err)
-	require.NoError(t, old.Kill())
-	next, err := f.WaitPrimary(ctx, old)
-	require.NoError(t, err)
-	insert(t, ctx, pool, 2)
-
-	// The old primary, alone, commits what no standby has: its history
-	// now diverges from next's.
-	opts := fmt.Sprintf("-p %d -h localhost -c synchronous_standby_names=''", old.Port)
-	require.NoError(t, formation.PgCtl(ctx, f, old, "start", "--wait", "--timeout", "300", "-o", opts))
-	_, err = execOn(ctx, old.AdminURL(), `INSERT INTO notes VALUES (99)`)
-	require.NoError(t, err)
-	require.NoError(t, formation.PgCtl(ctx, f, old, "stop", "--mode", "fast", "--wait", "--timeout", "300"))
+	ctx, d := diverge(t)
+	f, pool, old, next := d.f, d.pool, d.old, d.next
 
 	// Follow next without a rewind, as the keeper does on its way
 	// report_lsn -> secondary: next's timeline history at hand, a standby.
 	copyHistories(t, next.DataDir(), old.DataDir())
 	require.NoError(t, formation.WriteStandbySignal(f, old))
 	conninfo := fmt.Sprintf("host=localhost port=%d user=pgautofailover_replicator", next.Port)
-	err = formation.PgCtl(ctx, f, old, "start", "--wait", "--timeout", "300",
-		"-o", opts+fmt.Sprintf(" -c primary_conninfo='%s'", conninfo))
+	err := formation.PgCtl(ctx, f, old, "start", "--wait", "--timeout", "300",
+		"-o", d.opts+fmt.Sprintf(" -c primary_conninfo='%s'", conninfo))
 	require.Error(t, err, "a diverged standby does not start")
 	require.Contains(t, postgresLogs(t, old), "is not a child of this server's history")
 
@@ -152,24 +133,8 @@ func TestDivergenceIsSeenOnce(t *testing.T) {
 // must reach it.
 func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 	t.Parallel()
-	f := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
-	defer cancel()
-	pool := newPool(t, f.URL())
-	_, err := pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
-	require.NoError(t, err)
-	insert(t, ctx, pool, 1)
-
-	old, err := f.Primary(ctx)
-	require.NoError(t, err)
-	require.NoError(t, old.Kill())
-	next, err := f.WaitPrimary(ctx, old)
-	require.NoError(t, err)
-	opts := fmt.Sprintf("-p %d -h localhost -c synchronous_standby_names=''", old.Port)
-	require.NoError(t, formation.PgCtl(ctx, f, old, "start", "--wait", "--timeout", "300", "-o", opts))
-	_, err = execOn(ctx, old.AdminURL(), `INSERT INTO notes VALUES (99)`)
-	require.NoError(t, err)
-	require.NoError(t, formation.PgCtl(ctx, f, old, "stop", "--mode", "fast", "--wait", "--timeout", "300"))
+	ctx, d := diverge(t)
+	f, pool, old, next := d.f, d.pool, d.old, d.next
 
 	// The source writes while pg_rewind copies from it.
 	wctx, stopWriting := context.WithCancel(ctx)
@@ -186,7 +151,7 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 	require.NoError(t, formation.PgRewind(ctx, f, old, next))
 	stopWriting()
 	require.Positive(t, <-written, "the source took writes during the rewind")
-	insert(t, ctx, pool, 2)
+	insert(t, ctx, pool, 3)
 
 	require.NoError(t, formation.PgCtl(ctx, f, old, "start", "--no-wait", "-o", fmt.Sprintf("-p %d -h localhost", old.Port)))
 	t.Cleanup(func() {
@@ -196,7 +161,7 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 	require.Eventually(t, func() bool {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return queryRow(qctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 2`, &seen) == nil && seen > 0
+		return queryRow(qctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 3`, &seen) == nil && seen > 0
 	}, 3*time.Minute, 250*time.Millisecond, "the rewound node never replayed a commit the source made after the rewind")
 	var diverged int64
 	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 99`, &diverged))
@@ -204,4 +169,42 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 	var recovering bool
 	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT pg_is_in_recovery()`, &recovering))
 	require.True(t, recovering, "the rewound node is a standby")
+}
+
+// divergence is a formation whose former primary, old, holds a commit
+// (99) that next, the primary now, never had; next has 1 and 2. old's
+// keeper is dead and its PostgreSQL stopped; opts start that PostgreSQL
+// by hand on its own port.
+type divergence struct {
+	f         *formation.Formation
+	pool      *pgxpool.Pool
+	old, next *formation.Node
+	opts      string
+}
+
+// diverge makes a divergence; ctx bounds the test that uses it.
+func diverge(t *testing.T) (context.Context, divergence) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
+	t.Cleanup(cancel)
+	d := divergence{f: start(t)}
+	d.pool = newPool(t, d.f.URL())
+	_, err := d.pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
+	require.NoError(t, err)
+	insert(t, ctx, d.pool, 1)
+	d.old, err = d.f.Primary(ctx)
+	require.NoError(t, err)
+	require.NoError(t, d.old.Kill())
+	d.next, err = d.f.WaitPrimary(ctx, d.old)
+	require.NoError(t, err)
+	insert(t, ctx, d.pool, 2)
+
+	// The old primary, alone, commits what no standby has: its history
+	// now diverges from next's.
+	d.opts = fmt.Sprintf("-p %d -h localhost -c synchronous_standby_names=''", d.old.Port)
+	require.NoError(t, formation.PgCtl(ctx, d.f, d.old, "start", "--wait", "--timeout", "300", "-o", d.opts))
+	_, err = execOn(ctx, d.old.AdminURL(), `INSERT INTO notes VALUES (99)`)
+	require.NoError(t, err)
+	require.NoError(t, formation.PgCtl(ctx, d.f, d.old, "stop", "--mode", "fast", "--wait", "--timeout", "300"))
+	return ctx, d
 }
