@@ -133,11 +133,24 @@ func (r *Run) injectFailovers(ctx context.Context) {
 	}
 }
 
-// faultTimeout bounds one fault (the failover and writes back), and the
-// rejoin of the nodes it lost: writes came back a minute after a killed
+// faultTimeout bounds each of: one fault (the failover and writes back),
+// the rejoin of the nodes it lost, and the wait for the formation to be
+// whole before the next: writes came back a minute after a killed
 // primary at load 34 on two cores, and at load 50 one was still
 // mid-promotion (wait_primary, its standby joining) after three.
 const faultTimeout = 6 * time.Minute
+
+// whole waits, under a bound of its own (faultTimeout), for the formation
+// to be whole before a fault: the last fault's lost nodes back as
+// standbys, a rejoin timed and bounded on its own too (timeRejoin). The
+// fault's own bound starts when the fault does, so that a slow rejoin
+// (a diverged former primary rewound, on a starved machine) does not eat
+// the time the next failover is given.
+func (r *Run) whole(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
+	defer cancel()
+	return r.fo.f.WaitHealthy(ctx)
+}
 
 // loss is how a fault loses the primary.
 type loss struct {
@@ -161,12 +174,12 @@ type loss struct {
 // rejoin is timed in the background, while the next fault begins.
 func (r *Run) lose(ctx context.Context, l loss) (res *FaultResult, err error) {
 	res = &FaultResult{}
+	if err := r.whole(ctx); err != nil {
+		return res, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
 	defer cancel()
 	f := r.fo.f
-	if err := f.WaitHealthy(ctx); err != nil {
-		return res, err
-	}
 	primary, err := f.Primary(ctx)
 	if err != nil || primary == nil {
 		return res, fmt.Errorf("no primary before the fault: %v", err)
@@ -299,14 +312,14 @@ func (r *Run) killStandbyThenPrimary(ctx context.Context) (*FaultResult, error) 
 // acknowledged.
 func (r *Run) cancelSyncWaits(ctx context.Context) (*FaultResult, error) {
 	res := &FaultResult{}
-	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
-	defer cancel()
 	// The last fault's node may still be rejoining, its primary in
 	// wait_primary, where commits wait for no standby: there would be no
 	// wait to cancel.
-	if err := r.fo.f.WaitHealthy(ctx); err != nil {
+	if err := r.whole(ctx); err != nil {
 		return res, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
+	defer cancel()
 	primary, err := r.fo.f.Primary(ctx)
 	if err != nil || primary == nil {
 		return res, fmt.Errorf("no primary: %v", err)
