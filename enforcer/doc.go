@@ -41,7 +41,9 @@
 // A retry after a crash anywhere in between finds nothing committed or
 // finds the day paid; the wallet key makes a second debit impossible. A
 // failed batch fails each of its jobs and River retries each. Two days of
-// one Marquee never share a batch: the second runs after it, alone.
+// one Marquee in one batch never share its transaction: the earlier is
+// funded first and each later one after it, alone, whatever order they
+// arrived in.
 //
 // Insufficient Sparks are not an error: the Marquee is marked unfunded and
 // the job completes. Because completed fund_day jobs do not count towards

@@ -16,3 +16,13 @@ type Hook = func(ctx context.Context, tx pgx.Tx, job *river.Job[FundDayArgs]) er
 func (s *Service) SetHooks(afterPost, beforeCommit Hook) {
 	s.hooks = hooks{afterPost: afterPost, beforeCommit: beforeCommit}
 }
+
+// FundDays funds days as one batch, in the order given, as fund_day jobs
+// that arrive together are (FundDay is a batch of one).
+func (s *Service) FundDays(ctx context.Context, days ...FundDayArgs) ([]*FundResult, []error, error) {
+	items := make([]fundItem, len(days))
+	for i, a := range days {
+		items[i] = fundItem{ctx: ctx, args: a}
+	}
+	return s.fundBatch(ctx, items)
+}

@@ -89,26 +89,35 @@ func (s *Service) fundBatch(ctx context.Context, items []fundItem) ([]*FundResul
 	return out, errs, nil
 }
 
-// plan orders the batch by Marquee (the lock order) and sets aside repeated
-// Marquees (alone) and unparsable days (failed).
+// plan orders the batch by Marquee (the lock order), then by day, and
+// sets aside unparsable days (failed). A Marquee's earliest day joins the
+// shared transaction; its later days (alone) are funded after it, each on
+// its own, in day order. Whatever order the jobs arrived in, no day is
+// then funded before an earlier one of the same batch, which would find
+// paid_through covering it and take it as already paid.
 func (s *Service) plan(items []fundItem) (together, alone, failed []*planned) {
-	seen := map[int64]bool{}
+	var valid []*planned
 	for i, it := range items {
 		p := &planned{idx: i, item: it, post: -1, res: &FundResult{MarqueeID: it.args.MarqueeID, Day: it.args.Day}}
 		var start time.Time
 		start, p.end, p.err = DayBounds(it.args.Day, s.tz)
 		p.res.lag = s.now().Sub(start)
-		switch {
-		case p.err != nil:
+		if p.err != nil {
 			failed = append(failed, p)
-		case seen[it.args.MarqueeID]:
+			continue
+		}
+		valid = append(valid, p)
+	}
+	slices.SortStableFunc(valid, func(a, b *planned) int {
+		return cmp.Or(cmp.Compare(a.res.MarqueeID, b.res.MarqueeID), a.end.Compare(b.end))
+	})
+	for i, p := range valid {
+		if i > 0 && valid[i-1].res.MarqueeID == p.res.MarqueeID {
 			alone = append(alone, p)
-		default:
-			seen[it.args.MarqueeID] = true
+		} else {
 			together = append(together, p)
 		}
 	}
-	slices.SortFunc(together, func(a, b *planned) int { return cmp.Compare(a.res.MarqueeID, b.res.MarqueeID) })
 	return together, alone, failed
 }
 

@@ -34,10 +34,7 @@ func testFundDayJobsAreGroupCommitted(t *testing.T) {
 		}
 	}
 	missing := rich[len(rich)-1].ID + 1000
-	params = append(params,
-		river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: missing, Day: day}},
-		// Two days of one Marquee in the same batch: the second runs alone.
-		river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: rich[0].ID, Day: "2024-03-11"}})
+	params = append(params, river.InsertManyParams{Args: enforcer.FundDayArgs{MarqueeID: missing, Day: day}})
 	inserter := e.client(clientOpts{})
 	require.NoError(t, pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {
 		_, err := inserter.InsertManyTx(e.ctx, tx, params)
@@ -47,7 +44,7 @@ func testFundDayJobsAreGroupCommitted(t *testing.T) {
 	e.waitIdle(30 * time.Second)
 
 	end := time.Date(2024, 3, 11, 0, 0, 0, 0, utc)
-	for _, m := range rich[1:] {
+	for _, m := range rich {
 		jobs := e.fundDayJobs(m.ID)
 		require.Len(t, jobs, 1)
 		require.Equal(t, "completed", jobs[0].State)
@@ -58,8 +55,6 @@ func testFundDayJobsAreGroupCommitted(t *testing.T) {
 		require.Equal(t, enforcer.StatusFunded, got.Status)
 		require.True(t, got.PaidThrough.Equal(end), "paid through %v", got.PaidThrough)
 	}
-	require.Equal(t, int64(2), e.debits(rich[0].ID), "two days, one debit each")
-	require.True(t, e.get(rich[0]).PaidThrough.Equal(end.AddDate(0, 0, 1)))
 	for _, m := range poor {
 		jobs := e.fundDayJobs(m.ID)
 		require.Equal(t, "completed", jobs[0].State)
@@ -88,6 +83,34 @@ func testFundDayJobsAreGroupCommitted(t *testing.T) {
 	debits := e.count(`SELECT count(*) FROM wallet_transactions WHERE kind = 'funding' AND reference LIKE 'marquee:%:2024-03-10'`)
 	require.Equal(t, int64(100+5), debits)
 	require.Less(t, txs, debits/3, "%d debits in %d transactions: fund_day jobs were not group-committed", debits, txs)
+}
+
+// TestBatchFundsAMarqueesDaysInDayOrder: a batch holding several days of
+// one Marquee, in any order, funds them in day order, the earliest in the
+// shared transaction and each later one after it, alone; none is taken as
+// already paid because a later day was paid first. (Jobs that arrive in
+// different batches are funded in the order their batches lock the
+// Marquee; the sweep enqueues a Marquee's next day only once its current
+// one is paid.)
+func TestBatchFundsAMarqueesDaysInDayOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
+	m, other := e.marquee(e.player(1000)), e.marquee(e.player(1000))
+	var days []enforcer.FundDayArgs
+	for _, d := range []string{"2024-03-12", "2024-03-10", "2024-03-11"} {
+		days = append(days, enforcer.FundDayArgs{MarqueeID: m.ID, Day: d})
+	}
+	days = append(days, enforcer.FundDayArgs{MarqueeID: other.ID, Day: "2024-03-10"})
+	out, errs, err := e.svc.FundDays(e.ctx, days...)
+	require.NoError(t, err)
+	for i, d := range days {
+		require.NoError(t, errs[i], d.Day)
+		require.Equal(t, enforcer.OutcomeFunded, out[i].Outcome, "%d %s", d.MarqueeID, d.Day)
+	}
+	require.Equal(t, int64(3), e.debits(m.ID), "three days, one debit each")
+	require.Equal(t, int64(700), e.sparks(m.PlayerID))
+	require.True(t, e.get(m).PaidThrough.Equal(time.Date(2024, 3, 13, 0, 0, 0, 0, utc)))
+	require.Equal(t, int64(1), e.debits(other.ID))
 }
 
 // groupCommitMarquees are 100 Marquees whose owners can pay, 10 whose
