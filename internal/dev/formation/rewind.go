@@ -171,13 +171,15 @@ func (f *Formation) rewindFrom(ctx context.Context, n *Node, id int, source *Nod
 // own configuration files are put back, and its standby settings name
 // source, as the keeper's own rewind (demoted -> catchingup) leaves them.
 func (f *Formation) pgRewind(ctx context.Context, n *Node, id int, source *Node) error {
-	signal := filepath.Join(n.dir, "standby.signal")
-	if err := os.Remove(signal); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("formation: rewind %s: %w", n.Name, err)
-	}
+	// Read before standby.signal goes: a failure here leaves the node as
+	// it was, a standby.
 	own, err := n.readConfig()
 	if err != nil {
 		return err
+	}
+	signal := filepath.Join(n.dir, "standby.signal")
+	if err := os.Remove(signal); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("formation: rewind %s: %w", n.Name, err)
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(f.pgbin, "pg_rewind"), "--target-pgdata", n.dir,
 		"--source-server", fmt.Sprintf("host=localhost port=%d user=postgres dbname=postgres", source.Port))

@@ -138,7 +138,7 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 
 	// The source writes while pg_rewind copies from it.
 	wctx, stopWriting := context.WithCancel(ctx)
-	written := make(chan int64)
+	written := make(chan int64, 1) // never blocks the writer, should the test end first
 	go func() {
 		n := int64(0)
 		for id := int64(1000); wctx.Err() == nil; id++ {
