@@ -49,6 +49,7 @@ type planned struct {
 	idx      int // in the batch's items
 	item     fundItem
 	res      *FundResult
+	start    time.Time // the day's bounds in the service-day time zone
 	end      time.Time
 	post     int // index in the batch's posts, or -1 when nothing is debited
 	err      error
@@ -99,9 +100,8 @@ func (s *Service) plan(items []fundItem) (together, alone, failed []*planned) {
 	var valid []*planned
 	for i, it := range items {
 		p := &planned{idx: i, item: it, post: -1, res: &FundResult{MarqueeID: it.args.MarqueeID, Day: it.args.Day}}
-		var start time.Time
-		start, p.end, p.err = DayBounds(it.args.Day, s.tz)
-		p.res.lag = s.now().Sub(start)
+		p.start, p.end, p.err = DayBounds(it.args.Day, s.tz)
+		p.res.lag = s.now().Sub(p.start)
 		if p.err != nil {
 			failed = append(failed, p)
 			continue
@@ -135,7 +135,7 @@ func (s *Service) fundTogether(ctx context.Context, plans []*planned) error {
 	// the players they moved, the Marquees' new paid_through and the
 	// funding events: one round trip.
 	b := &pgx.Batch{}
-	told, err := s.debit(ctx, tx, plans, b)
+	told, err := s.debit(ctx, tx, plans, now, b)
 	if err != nil {
 		return err
 	}
@@ -206,10 +206,11 @@ func readLocked(br pgx.BatchResults) (map[int64]*lockedMarquee, error) {
 	return found, err
 }
 
-// debit decides each job (stopped, already paid, or due) and debits the due
-// ones with their day's funding key. The wallet's observer is queued on b
-// (wallet.PostBatchQueuedTx); told finishes it once b is sent.
-func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned, b *pgx.Batch) (told func(context.Context) error, err error) {
+// debit decides each job (stopped, already paid, not yet due, or due) and
+// debits the due ones with their day's funding key. The wallet's observer
+// is queued on b (wallet.PostBatchQueuedTx); told finishes it once b is
+// sent.
+func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned, now time.Time, b *pgx.Batch) (told func(context.Context) error, err error) {
 	var posts []wallet.PostParams
 	for _, p := range plans {
 		m := p.marquee
@@ -220,6 +221,8 @@ func (s *Service) debit(ctx context.Context, tx pgx.Tx, plans []*planned, b *pgx
 			p.res.Outcome, p.res.PaidThrough, p.complete = OutcomeStopped, m.paidThrough, true
 		case m.paidThrough != nil && !m.paidThrough.Before(p.end):
 			p.res.Outcome, p.res.PaidThrough, p.complete = OutcomeAlreadyPaid, m.paidThrough, true
+		case aheadOfUnpaid(m.paidThrough, p.start, now):
+			p.res.Outcome, p.res.PaidThrough, p.complete = OutcomeNotDue, m.paidThrough, true
 		default:
 			p.post = len(posts)
 			posts = append(posts, wallet.PostParams{PlayerID: m.playerID, Currency: wallet.Sparks, Amount: m.price,
@@ -334,6 +337,15 @@ func checkPaidThrough(rows pgx.Rows, want map[int64]time.Time) error {
 		err = fmt.Errorf("%d of %d funded Marquees updated", n, len(want))
 	}
 	return err
+}
+
+// aheadOfUnpaid reports whether a day starting at start is still to come
+// at now while the day before it is unpaid (paid_through short of start).
+// Paying it would move paid_through over the unpaid days between, and the
+// gate would serve them for nothing; the day is funded when it comes (the
+// sweep enqueues it), or ahead once the day before it is paid.
+func aheadOfUnpaid(paidThrough *time.Time, start, now time.Time) bool {
+	return start.After(now) && (paidThrough == nil || paidThrough.Before(start))
 }
 
 // laterOf is GREATEST(paid_through, end) in Go (NULL paid_through: end).

@@ -113,6 +113,66 @@ func TestBatchFundsAMarqueesDaysInDayOrder(t *testing.T) {
 	require.Equal(t, int64(1), e.debits(other.ID))
 }
 
+// TestADayAheadOfAnUnpaidDayIsNotDue: a day still to come is paid only
+// once the day before it is. Paying it over an unpaid day would move
+// paid_through past that day, and the gate would serve it for nothing
+// (already_paid, no debit, once its own job came). Whether it comes by
+// FundDay, in one batch with its earlier days, or as a fund_day job
+// inserted by hand, it completes not_due with nothing debited, and is paid
+// once the days before it are.
+func TestADayAheadOfAnUnpaidDayIsNotDue(t *testing.T) {
+	t.Parallel()
+	for _, tz := range []*time.Location{utc, newYork} {
+		t.Run(tz.String(), func(t *testing.T) {
+			t.Parallel()
+			// 2024-03-10 is New York's 23-hour day.
+			e := newEnv(t, 5, tz, time.Date(2024, 3, 10, 9, 30, 0, 0, tz))
+			m := e.marquee(e.player(1000))
+			fund := func(days ...string) []enforcer.Outcome {
+				t.Helper()
+				var args []enforcer.FundDayArgs
+				for _, d := range days {
+					args = append(args, enforcer.FundDayArgs{MarqueeID: m.ID, Day: d})
+				}
+				out, errs, err := e.svc.FundDays(e.ctx, args...)
+				require.NoError(t, err)
+				got := make([]enforcer.Outcome, len(days))
+				for i := range days {
+					require.NoError(t, errs[i], days[i])
+					got[i] = out[i].Outcome
+				}
+				return got
+			}
+			notDue, funded := enforcer.OutcomeNotDue, enforcer.OutcomeFunded
+
+			require.Equal(t, []enforcer.Outcome{notDue}, fund("2024-03-11"), "tomorrow, today unpaid")
+			require.Equal(t, []enforcer.Outcome{notDue, notDue}, fund("2024-03-12", "2024-03-11"), "one batch, today not in it")
+			require.Zero(t, e.debits(m.ID))
+			require.Nil(t, e.get(m).PaidThrough)
+			require.False(t, enforcer.Funded(e.get(m), e.clock.Now()), "today is not served")
+
+			inserter := e.client(clientOpts{})
+			e.client(clientOpts{id: "w", svc: e.svc})
+			_, err := inserter.Insert(e.ctx, enforcer.FundDayArgs{MarqueeID: m.ID, Day: "2024-03-11"}, nil)
+			require.NoError(t, err)
+			e.waitIdle(15 * time.Second)
+			jobs := e.fundDayJobs(m.ID)
+			require.Len(t, jobs, 1)
+			require.Equal(t, "completed", jobs[0].State, "not due is an answer, not an error to retry")
+			requireOutput(t, jobs[0], notDue)
+			require.Zero(t, e.debits(m.ID))
+			require.Zero(t, e.count(`SELECT count(*) FROM events`), "nothing to tell: nothing moved")
+
+			require.Equal(t, []enforcer.Outcome{funded}, fund("2024-03-10"))
+			require.Equal(t, []enforcer.Outcome{notDue}, fund("2024-03-12"), "the 11th is still unpaid")
+			require.Equal(t, []enforcer.Outcome{funded, funded}, fund("2024-03-12", "2024-03-11"), "the 11th first, whatever the order")
+			require.Equal(t, int64(3), e.debits(m.ID))
+			require.Equal(t, int64(700), e.sparks(m.PlayerID))
+			require.True(t, e.get(m).PaidThrough.Equal(time.Date(2024, 3, 13, 0, 0, 0, 0, tz)))
+		})
+	}
+}
+
 // groupCommitMarquees are 100 Marquees whose owners can pay, 10 whose
 // owners cannot, 5 stopped ones and 5 already paid for day.
 func groupCommitMarquees(t *testing.T, e *env, day string) (rich, poor, stopped, paid []*enforcer.Marquee) {

@@ -68,6 +68,7 @@ const (
 	OutcomeAlreadyPaid  Outcome = "already_paid" // paid_through already covered the day, or the debit was a replay
 	OutcomeInsufficient Outcome = "insufficient" // not enough Sparks: marked unfunded, nothing debited
 	OutcomeStopped      Outcome = "stopped"      // the Marquee should not run: nothing debited
+	OutcomeNotDue       Outcome = "not_due"      // a day still to come whose previous day is unpaid: nothing debited
 )
 
 // FundResult is the outcome of one fund_day, also recorded as the River

@@ -44,7 +44,7 @@ var (
 )
 
 func init() {
-	for _, o := range []Outcome{OutcomeFunded, OutcomeAlreadyPaid, OutcomeInsufficient, OutcomeStopped} {
+	for _, o := range []Outcome{OutcomeFunded, OutcomeAlreadyPaid, OutcomeInsufficient, OutcomeStopped, OutcomeNotDue} {
 		fundingsTotal.WithLabelValues(string(o)) // export zeros, so rate() works from the first scrape
 	}
 }

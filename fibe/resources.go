@@ -386,7 +386,8 @@ const (
 type FundResult struct {
 	MarqueeID string `json:"marquee_id"`
 	Day       string `json:"day"`
-	// Outcome is funded, already_paid, insufficient or stopped.
+	// Outcome is funded, already_paid, insufficient, stopped or not_due (a
+	// day that has not begun, the day before it unpaid: nothing debited).
 	Outcome       string     `json:"outcome"`
 	TransactionID string     `json:"transaction_id,omitempty"`
 	PaidThrough   *time.Time `json:"paid_through,omitempty"`

@@ -170,7 +170,11 @@ type fundingRun struct {
 	run     int64
 	day     string
 	logger  *slog.Logger
-	seq     atomic.Int64 // distinct keys and Marquee-days across rounds
+	seq     atomic.Int64 // distinct keys across rounds
+	// days numbers direct's Marquee-days across rounds on its own, so that
+	// each Marquee's days follow one another: a day is paid only once the
+	// day before it is (enforcer.OutcomeNotDue).
+	days atomic.Int64
 }
 
 func (f *fundingRun) noop(ctx context.Context, n int) (*Report, error) {
@@ -216,7 +220,7 @@ func (f *fundingRun) direct(ctx context.Context, marquees []int64, rounds int) *
 	svc := enforcer.New(f.env.Pool, f.wallet, enforcer.Options{TZ: tz, Logger: f.logger})
 	first, _, _ := enforcer.DayBounds(f.day, tz)
 	return Load(ctx, "funding_direct", f.env.Clients, f.env.Duration/time.Duration(rounds), func(ctx context.Context, _ int, _ int64) error {
-		i := f.seq.Add(1)
+		i := f.days.Add(1) - 1
 		day := enforcer.ServiceDay(first.AddDate(0, 0, int(i/int64(len(marquees)))).Add(time.Hour), tz)
 		res, err := svc.FundDay(ctx, enforcer.FundDayArgs{MarqueeID: marquees[i%int64(len(marquees))], Day: day})
 		if err == nil && res.Outcome != enforcer.OutcomeFunded {
