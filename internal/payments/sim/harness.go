@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,7 +55,6 @@ type Env struct {
 	worker   *river.Client[pgx.Tx]
 	srvs     [2]*httptest.Server
 	wallet   *wallet.Store
-	funds    *enforcer.Service
 	refunder *refunder
 	held     sync.Map // event id -> true: its job is inserted scheduled, to be stopped
 	// claimer is what billing webhooks redrive runs on.
@@ -75,7 +75,6 @@ func NewEnv(t testing.TB) *Env {
 	e := &Env{Pool: pool, wallet: ws, refunder: &refunder{asked: map[string]int64{}}}
 	e.worker = fulfillmenttest.StartRiver(t, pool, fulfillment.WorkerOptions{Wallet: e.wallet,
 		Refunders: map[string]fulfillment.Refunder{provider.Stripe: e.refunder, provider.Paddle: e.refunder, provider.Creem: e.refunder}})
-	e.funds = enforcer.New(pool, e.wallet, enforcer.Options{Logger: testkit.Quiet})
 	web, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: testkit.Quiet, TestOnly: true,
 		Middleware: []rivertype.Middleware{river.JobInsertMiddlewareFunc(e.hold)}})
 	require.NoError(t, err)
@@ -140,7 +139,11 @@ type run struct {
 	bodies   map[int][]byte // event number -> the bytes first sent
 	killed   map[int64]bool // jobs the harness stopped
 	endpoint int64          // the history's event endpoint, once added
-	mu       sync.Mutex     // guards problems
+	// funds funds the history's Marquees on its own clock, now: the day
+	// of the fund step being played (fund).
+	funds    *enforcer.Service
+	now      atomic.Int64
+	mu       sync.Mutex // guards problems
 	problems []string
 }
 
@@ -154,6 +157,8 @@ func (r *run) problem(format string, args ...any) {
 // returns every way the books differ from the model's (none: it passed).
 func (e *Env) Run(ctx context.Context, h *History) []string {
 	r := &run{e: e, h: h, m: NewModel(h), bodies: map[int][]byte{}, killed: map[int64]bool{}}
+	r.funds = enforcer.New(e.Pool, e.wallet, enforcer.Options{Logger: testkit.Quiet,
+		Now: func() time.Time { return time.Unix(0, r.now.Load()).UTC() }})
 	if err := r.setup(ctx); err != nil {
 		return []string{err.Error()}
 	}
@@ -430,10 +435,7 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 	case OpConvert:
 		_, err = r.e.wallet.Convert(ctx, wallet.ConvertParams{PlayerID: player, Mana: s.Amount, IdempotencyKey: wallet.CallerKey(key)})
 	case OpFund:
-		var res *enforcer.FundResult
-		day := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format(time.DateOnly)
-		res, err = r.e.funds.FundDay(ctx, enforcer.FundDayArgs{MarqueeID: r.marquees[s.Player], Day: day})
-		moved = err == nil && res.Outcome == enforcer.OutcomeFunded
+		moved, err = r.fund(ctx, i, s)
 	case OpAdjust:
 		cur := wallet.Mana
 		if s.Cur == CurSparks {
@@ -455,6 +457,19 @@ func (r *run) walletStep(ctx context.Context, i int, s Step) error {
 		r.problem("step %d %s: moved money %v, model says %v", i, s, moved, r.m.Outcomes[i])
 	}
 	return nil
+}
+
+// fund funds day i of the player's Marquee (days from 1 January 2030) at
+// noon of that day, or of the day before when s funds it ahead.
+func (r *run) fund(ctx context.Context, i int, s Step) (bool, error) {
+	day := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i)
+	now := day.Add(12 * time.Hour)
+	if s.Ahead {
+		now = now.AddDate(0, 0, -1)
+	}
+	r.now.Store(now.UnixNano())
+	res, err := r.funds.FundDay(ctx, enforcer.FundDayArgs{MarqueeID: r.marquees[s.Player], Day: day.Format(time.DateOnly)})
+	return err == nil && res.Outcome == enforcer.OutcomeFunded, err
 }
 
 // adjust is the operator's adjustment of s; a drain debits the whole

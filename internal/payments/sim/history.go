@@ -35,6 +35,7 @@ const (
 	LBurst      Letter = "burst"      // 2-3 refunds and open or lost disputes of one payment, all delivered at once
 	LConvert    Letter = "convert"    // Mana -> Sparks
 	LFund       Letter = "fund"       // a Marquee's day funded out of Sparks
+	LFundAhead  Letter = "fundahead"  // a Marquee's day funded the day before it comes: paid only once the day before it is
 	LAdjust     Letter = "adjust"     // an operator's adjustment
 	LForgive    Letter = "forgive"    // an operator forgives the debt
 	LIgnored    Letter = "ignored"    // events that move no money (Paddle pending/rejected, dispute updated)
@@ -59,9 +60,14 @@ var weights = []struct {
 // after a step.
 var eventsRate = map[Letter]int{LEndpoint: 6, LResend: 4}
 
+// aheadRate is, likewise from a stream of its own, the chance in percent
+// that a fund step is funded ahead (its day still to come), and again that
+// a fund step is followed by its Marquee's next day funded ahead.
+const aheadRate = 35
+
 // Letters lists every class.
 func Letters() []Letter {
-	out := []Letter{LAlias, LHold, LEndpoint, LResend}
+	out := []Letter{LAlias, LHold, LEndpoint, LResend, LFundAhead}
 	for _, w := range weights {
 		out = append(out, w.l)
 	}
@@ -79,7 +85,7 @@ const (
 	OpGhost         = "ghost"     // a refund of a payment that does not exist
 	OpAgain         = "again"     // event Again delivered again (NewID: under a new event id)
 	OpConvert       = "convert"   // Player converts Amount Mana
-	OpFund          = "fund"      // Player's Marquee funded for a new day
+	OpFund          = "fund"      // Player's Marquee funded for a new day (Ahead: while it is still the day before)
 	OpAdjust        = "adjust"    // operator adjusts Player's Currency by Amount
 	OpForgive       = "forgive"   // operator forgives Player's debt
 	OpEndpointAdd   = "ep-add"    // operator adds the history's endpoint, Copies+1 times at once
@@ -123,6 +129,7 @@ type Step struct {
 	Cur    string
 	Bad    string // negative, fraction, noid
 	Drain  bool   // OpAdjust: the operator debits the whole balance
+	Ahead  bool   // OpFund: the step's day is funded while it is still the day before it
 	Hold   string // HoldCancel or HoldDrop: the job is stopped before it runs
 	// Operator, on the step that follows up a held event: instead of the
 	// provider's redelivery, an operator re-drives it or closes it.
@@ -166,6 +173,9 @@ func (s Step) String() string {
 	case OpResend:
 		return out + fmt.Sprintf(" event #%d", s.Amount)
 	case OpConvert, OpFund, OpAdjust, OpForgive:
+		if s.Ahead {
+			return out + fmt.Sprintf(" p%d ahead", s.Player)
+		}
 		if s.Drain {
 			return out + fmt.Sprintf(" p%d %s all", s.Player, s.Cur)
 		}
@@ -196,6 +206,7 @@ func (s Step) String() string {
 type gen struct {
 	rng      *rand.Rand
 	evRng    *rand.Rand // the events' operator actions' own stream
+	aheadRng *rand.Rand // funding ahead's own stream
 	main     int        // steps drawn from rng
 	on       map[Letter]bool
 	h        *History
@@ -210,7 +221,8 @@ type gen struct {
 
 // Generate returns the history of seed with the classes in off switched off.
 func Generate(seed uint64, off map[Letter]bool) *History {
-	g := &gen{rng: rand.New(rand.NewPCG(seed, 0x51a1)), evRng: rand.New(rand.NewPCG(seed, 0xe7e5)), on: map[Letter]bool{}, facts: map[[2]int]int{}, dups: map[int]int{}}
+	g := &gen{rng: rand.New(rand.NewPCG(seed, 0x51a1)), evRng: rand.New(rand.NewPCG(seed, 0xe7e5)),
+		aheadRng: rand.New(rand.NewPCG(seed, 0xa4ead)), on: map[Letter]bool{}, facts: map[[2]int]int{}, dups: map[int]int{}}
 	for _, l := range Letters() {
 		g.on[l] = !off[l]
 	}
@@ -516,13 +528,54 @@ func (g *gen) disputeState(l Letter, p string) string {
 	return []string{"open", "open", "inquiry", "won", "lost", "lost", "warning_closed"}[g.rng.IntN(7)]
 }
 
+// fund adds fund step s: funded on its day, or ahead of it; and, as often,
+// its Marquee's next day funded ahead right after it, which is due exactly
+// when s paid its day. Its draws come from their own stream, so that
+// funding ahead left every history's other steps as they were.
+func (g *gen) fund(s Step) {
+	ahead := g.on[LFundAhead] && g.aheadRng.IntN(100) < aheadRate
+	next := g.on[LFundAhead] && g.aheadRng.IntN(100) < aheadRate
+	if ahead {
+		s.Ahead, s.Class = true, LFundAhead
+	}
+	g.add(s)
+	if next {
+		g.h.Steps = append(g.h.Steps, Step{Op: OpFund, Class: LFundAhead, Event: -1, Player: s.Player, Ahead: true, Copies: 1})
+	}
+}
+
+// fundAfterConvert may follow a conversion, which leaves the player
+// Sparks to pay with, by a day funded ahead of an unpaid one (refused
+// however rich the player), or by a day funded then the next day ahead
+// (paid).
+func (g *gen) fundAfterConvert(player int) {
+	if !g.on[LFundAhead] {
+		return
+	}
+	fund := Step{Op: OpFund, Class: LFundAhead, Event: -1, Player: player, Copies: 1}
+	switch n := g.aheadRng.IntN(100); {
+	case n < aheadRate/2:
+		g.h.Steps = append(g.h.Steps, fund)
+		fund.Ahead = true
+		g.h.Steps = append(g.h.Steps, fund)
+	case n < aheadRate:
+		fund.Ahead = true
+		g.h.Steps = append(g.h.Steps, fund)
+	}
+}
+
 func (g *gen) wallet(l Letter) {
 	s := Step{Class: l, Event: -1, Player: g.rng.IntN(g.h.Players)}
 	switch l {
 	case LConvert:
 		s.Op, s.Amount = OpConvert, []int64{1, 50, 100, 400, 1000, 3000}[g.rng.IntN(6)]
+		g.add(s)
+		g.fundAfterConvert(s.Player)
+		return
 	case LFund:
 		s.Op = OpFund
+		g.fund(s)
+		return
 	case LAdjust:
 		s.Op, s.Cur = OpAdjust, []string{CurMana, CurSparks}[g.rng.IntN(2)]
 		s.Amount = []int64{-1000, -300, -10, 10, 300, 700, 2500}[g.rng.IntN(7)]

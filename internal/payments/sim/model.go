@@ -63,7 +63,13 @@ type OrderBooks struct {
 // PayKey names payment pay of order o in Books.
 func PayKey(o, pay int) string { return "o" + strconv.Itoa(o) + "/pay" + strconv.Itoa(pay) }
 
-type mPlayer struct{ mana, sparks, debt, forgiven int64 }
+// mPlayer is a player's wallet, and its Marquee's last paid day (the
+// number of the step that paid it).
+type mPlayer struct {
+	mana, sparks, debt, forgiven int64
+	funded                       bool
+	paidDay                      int
+}
 
 type mPayment struct {
 	order, pay     int
@@ -121,7 +127,7 @@ func (m *Model) Step(i int) {
 	case s.Event >= 0:
 		m.event(s)
 	default:
-		m.Outcomes[i] = m.wallet(s)
+		m.Outcomes[i] = m.wallet(i, s)
 	}
 }
 
@@ -282,8 +288,8 @@ func (m *Model) giveBack(player int, n int64) {
 	m.credit(player, n-recovered)
 }
 
-// wallet applies a player's or an operator's step; false when refused.
-func (m *Model) wallet(s Step) bool {
+// wallet applies step i, a player's or an operator's; false when refused.
+func (m *Model) wallet(i int, s Step) bool {
 	w := &m.players[s.Player]
 	switch s.Op {
 	case OpConvert:
@@ -293,10 +299,17 @@ func (m *Model) wallet(s Step) bool {
 		w.mana -= s.Amount
 		w.sparks += s.Amount * sparksPerMana
 	case OpFund:
+		// Step i funds day i of the player's Marquee. Funded ahead (on day
+		// i-1), it is paid only when day i-1 is: paying it over an unpaid
+		// day would let that day run unpaid.
+		if s.Ahead && !(w.funded && w.paidDay == i-1) {
+			return false
+		}
 		if w.sparks < dayPrice {
 			return false
 		}
 		w.sparks -= dayPrice
+		w.funded, w.paidDay = true, i
 	case OpAdjust:
 		return m.adjust(s)
 	case OpForgive:

@@ -115,14 +115,16 @@ func offArg() string {
 	return " -sim.off=" + *offFlag
 }
 
-// The fixed seeds reach the whole alphabet, and the rule that a write-off
-// is recovered before Mana given back reaches the player: a fixed set
+// The fixed seeds reach the whole alphabet, the rule that a write-off
+// is recovered before Mana given back reaches the player, and both answers
+// to a day funded ahead (paid, not yet due): a fixed set
 // that skipped a class could not find what only it finds.
 func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 	t.Parallel()
 	seen := map[sim.Letter]bool{}
 	var recovered int64
 	operators, ops := map[string]bool{}, map[string]bool{}
+	ahead := map[bool]bool{} // funded ahead: paid, and not yet due
 	for seed := uint64(1); seed <= fixedSeeds; seed++ {
 		h := sim.Generate(seed, nil)
 		m := sim.NewModel(h)
@@ -132,6 +134,9 @@ func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 			operators[s.Operator] = true
 			ops[s.Op] = true
 			seen[sim.LAlias] = seen[sim.LAlias] || (s.Op == sim.OpPay && !s.Alias)
+			if s.Ahead {
+				ahead[m.Outcomes[i]] = true
+			}
 		}
 		recovered += m.Recovered
 	}
@@ -139,6 +144,8 @@ func TestFixedSeedsReachTheAlphabet(t *testing.T) {
 		require.True(t, seen[l], "no history of the fixed seeds has a step of class %s", l)
 	}
 	require.Positive(t, recovered, "no fixed history gives Mana back after a forgiveness")
+	require.True(t, ahead[true], "no fixed history pays a day ahead once the day before it is paid")
+	require.True(t, ahead[false], "no fixed history refuses a day ahead of an unpaid one")
 	for _, op := range []string{sim.OperatorRedrive, sim.OperatorClose} {
 		require.True(t, operators[op], "no fixed history has an operator's %s of a held event", op)
 	}
