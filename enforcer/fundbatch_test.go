@@ -3,6 +3,8 @@ package enforcer_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,6 +172,79 @@ func TestADayAheadOfAnUnpaidDayIsNotDue(t *testing.T) {
 			require.Equal(t, int64(700), e.sparks(m.PlayerID))
 			require.True(t, e.get(m).PaidThrough.Equal(time.Date(2024, 3, 13, 0, 0, 0, 0, tz)))
 		})
+	}
+}
+
+// TestTodayAndTomorrowRacedPayTodayFirst races today's and tomorrow's
+// fundings of the same Marquees through two services (two processes'
+// batches, so no batch orders them): tomorrow is paid only after today,
+// never over it, each day at most once; funding tomorrow again afterwards
+// pays what the race left not due.
+func TestTodayAndTomorrowRacedPayTodayFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 24, utc, time.Date(2024, 3, 10, 9, 30, 0, 0, utc))
+	other := enforcer.New(e.pool, e.wallet, enforcer.Options{TZ: utc, Now: e.clock.Now, Logger: quiet})
+	services := []*enforcer.Service{e.svc, other}
+	var marquees []*enforcer.Marquee
+	for range 5 {
+		marquees = append(marquees, e.marquee(e.player(1000)))
+	}
+	const perDay = 6
+	type call struct {
+		args enforcer.FundDayArgs
+		res  *enforcer.FundResult
+		err  error
+	}
+	var calls []*call
+	for _, m := range marquees {
+		for i := range 2 * perDay {
+			calls = append(calls, &call{args: enforcer.FundDayArgs{MarqueeID: m.ID, Day: []string{"2024-03-10", "2024-03-11"}[i%2]}})
+		}
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			<-start
+			c.res, c.err = services[(i/2)%2].FundDay(e.ctx, c.args)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	funded := map[enforcer.FundDayArgs]int{}
+	for _, c := range calls {
+		require.NoError(t, c.err)
+		require.Contains(t, []enforcer.Outcome{enforcer.OutcomeFunded, enforcer.OutcomeAlreadyPaid, enforcer.OutcomeNotDue},
+			c.res.Outcome)
+		if c.res.Outcome == enforcer.OutcomeFunded {
+			funded[c.args]++
+		}
+		if c.args.Day == "2024-03-10" {
+			require.NotEqual(t, enforcer.OutcomeNotDue, c.res.Outcome, "today is always due")
+		}
+	}
+	debitID := func(m *enforcer.Marquee, day string) int64 {
+		return e.count(`SELECT coalesce(max(id), 0) FROM wallet_transactions WHERE kind = 'funding' AND reference = $1`,
+			fmt.Sprintf("marquee:%d:%s", m.ID, day))
+	}
+	for _, m := range marquees {
+		today, tomorrow := enforcer.FundDayArgs{MarqueeID: m.ID, Day: "2024-03-10"}, enforcer.FundDayArgs{MarqueeID: m.ID, Day: "2024-03-11"}
+		require.Equal(t, 1, funded[today], "marquee %d: today paid once", m.ID)
+		require.LessOrEqual(t, funded[tomorrow], 1)
+		require.Equal(t, int64(1+funded[tomorrow]), e.debits(m.ID))
+		end := time.Date(2024, 3, 11+funded[tomorrow], 0, 0, 0, 0, utc)
+		require.True(t, e.get(m).PaidThrough.Equal(end), "marquee %d: paid through %v", m.ID, e.get(m).PaidThrough)
+		if funded[tomorrow] == 1 {
+			require.Greater(t, debitID(m, "2024-03-11"), debitID(m, "2024-03-10"), "marquee %d: tomorrow paid before today", m.ID)
+		}
+
+		res, err := e.svc.FundDay(e.ctx, tomorrow)
+		require.NoError(t, err)
+		require.Equal(t, map[bool]enforcer.Outcome{false: enforcer.OutcomeFunded, true: enforcer.OutcomeAlreadyPaid}[funded[tomorrow] == 1],
+			res.Outcome)
+		require.Equal(t, int64(2), e.debits(m.ID))
+		require.Equal(t, int64(800), e.sparks(m.PlayerID))
 	}
 }
 
