@@ -61,8 +61,9 @@ var weights = []struct {
 var eventsRate = map[Letter]int{LEndpoint: 6, LResend: 4}
 
 // aheadRate is, likewise from a stream of its own, the chance in percent
-// that a fund step is funded ahead (its day still to come), and again that
-// a fund step is followed by its Marquee's next day funded ahead.
+// that a fund step is funded ahead (its day still to come), that a fund
+// step is followed by its Marquee's next day funded ahead, and that a
+// conversion is followed by funding ahead (fundAfterConvert).
 const aheadRate = 35
 
 // Letters lists every class.
@@ -547,7 +548,7 @@ func (g *gen) fund(s Step) {
 // fundAfterConvert may follow a conversion, which leaves the player
 // Sparks to pay with, by a day funded ahead of an unpaid one (refused
 // however rich the player), or by a day funded then the next day ahead
-// (paid).
+// (paid when the first day was).
 func (g *gen) fundAfterConvert(player int) {
 	if !g.on[LFundAhead] {
 		return
