@@ -23,8 +23,9 @@
 //
 //  1. BEGIN, and lock the batch's Marquees in id order, reading each one's
 //     owner, price, desired state and paid_through (one round trip);
-//  2. decide each day: stopped (not running) or already paid (paid_through
-//     covers the day) complete with nothing debited;
+//  2. decide each day: stopped (not running), already paid (paid_through
+//     covers the day) or not due (the day has not begun and the day before
+//     it is unpaid) complete with nothing debited;
 //  3. debit the due days through the wallet (wallet.PostManyTx), each with
 //     its key marquee:<id>:<YYYY-MM-DD>:funding: one lookup of their keys,
 //     one set-based statement for every debit that fits its owner's
