@@ -44,10 +44,12 @@ func TestMain(m *testing.M) {
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build billing:", err)
+		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	testdb.Main(m)
+	code := testdb.Run(m)
+	_ = os.RemoveAll(dir) // os.Exit runs no deferred call
+	os.Exit(code)
 }
 
 // billingBin is the billing binary; under -short, which does not build it,

@@ -11,10 +11,17 @@ import (
 	"github.com/fibe-dev/billing/lab/e2e"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) {
+	code := testdb.Run(m)
+	if binDir != "" {
+		_ = os.RemoveAll(binDir) // os.Exit runs no deferred call
+	}
+	os.Exit(code)
+}
 
 var (
 	buildOnce sync.Once
+	binDir    string // the built binary's directory, removed when the tests end
 	binPath   string
 	buildErr  error
 )
@@ -23,12 +30,11 @@ var (
 func billingBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "billing-e2e-bin-")
-		if err != nil {
-			buildErr = err
+		binDir, buildErr = os.MkdirTemp("", "billing-e2e-bin-")
+		if buildErr != nil {
 			return
 		}
-		binPath, buildErr = e2e.BuildBinary(context.Background(), "../..", dir)
+		binPath, buildErr = e2e.BuildBinary(context.Background(), "../..", binDir)
 	})
 	if buildErr != nil {
 		t.Fatal(fmt.Errorf("build billing: %w", buildErr))

@@ -67,10 +67,13 @@ func init() {
 
 // Main runs the package's tests against a real PostgreSQL and exits.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
-func run(m *testing.M) int {
+// Run runs the package's tests against a real PostgreSQL and returns
+// their exit code, for a TestMain with cleanup of its own to do before
+// it exits (os.Exit runs no deferred call).
+func Run(m *testing.M) int {
 	// `go test -fuzz` re-runs the test binary as fuzz workers, which only
 	// call the fuzz target: start no cluster there. One would inherit the
 	// worker's pipes to the fuzz coordinator and, orphaned when the worker

@@ -100,12 +100,18 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // startDeliveries works deliver_event jobs on pool: the real worker, on a
-// River client of its own for the events queue.
+// River client of its own for the events queue. It polls as fast as
+// testkit's clients do: River sends at most one insert notification per
+// queue per FetchCooldown from the client that inserts (here the events
+// package's inserter), so a delivery inserted inside that window waits
+// for the next poll, one second by default, and every history waits for
+// its deliveries before its checks.
 func startDeliveries(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
 	workers := river.NewWorkers()
 	events.Register(workers, events.WorkerOptions{Pool: pool, Logger: testkit.Quiet})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: testkit.Quiet, TestOnly: true,
+		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
 		Workers: workers, Queues: map[string]river.QueueConfig{events.QueueEvents: {MaxWorkers: 8}}})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))

@@ -30,10 +30,9 @@ var (
 	stopFlag  = flag.Bool("sim.stop", false, "stop at the first failing history and report the seconds it took")
 )
 
-// fixedSeeds is the CI run's count: measured with -race on two shared
-// cores, 48 passing histories took 48 s (the package 79 s with its
-// database) and 40 all failing on a loaded machine 107 s; 32 keep it
-// near a minute.
+// fixedSeeds is the count played under -race by the README's test
+// command; .ci/run plays 200 more without -race, from another range
+// (docs/simulator.md).
 const fixedSeeds = 32
 
 // Every history of the fixed seeds (or -sim.seed, or -sim.seeds from
