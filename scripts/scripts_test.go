@@ -115,7 +115,7 @@ func TestFuzzShortSaysWhatCIRuns(t *testing.T) {
 // scripts/ab-bench or scripts/scale-bench, cannot rot into a syntax error.
 func TestScriptsParse(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"ab-bench", "fuzz-short", "scale-bench", "test"} {
+	for _, name := range []string{"ab-bench", "cpu-by-package", "fuzz-short", "scale-bench", "test"} {
 		out, err := exec.Command("bash", "-n", name).CombinedOutput()
 		require.NoError(t, err, "bash -n scripts/%s: %s", name, out)
 	}
