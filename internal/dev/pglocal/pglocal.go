@@ -72,6 +72,7 @@ type Server struct {
 	dataDir  string
 	watchdog *procs.Watchdog
 	lock     *instancelock.Lock
+	tempLog  string // embedded-postgres's log file of this start, removed by Stop
 }
 
 // FindBinaries returns the directory that contains bin/pg_ctl.
@@ -262,8 +263,25 @@ func start(opts Options, binaries string, version embeddedpostgres.PostgresVersi
 		// The watchdog stops this postmaster only, never the one a later
 		// starter runs in the same directory.
 		_ = s.watchdog.Tell(fmt.Sprintf("pid %d", pid))
+		if s.tempLog = tempLog(pid); s.tempLog != "" {
+			_ = s.watchdog.Tell("log " + s.tempLog)
+		}
 	}
 	return s, nil
+}
+
+// tempLog is the file embedded-postgres copies the server's output from:
+// it creates one in the temp directory on every start and never removes
+// it, so that every start would leave one behind. The postmaster writes
+// to it as its standard output, which names it; "" if that is not such a
+// file. Stop removes it, or the watchdog when the starter died.
+func tempLog(pid int) string {
+	name, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
+	if err != nil || filepath.Dir(name) != filepath.Clean(os.TempDir()) ||
+		!strings.HasPrefix(filepath.Base(name), "embedded_postgres_log") {
+		return ""
+	}
+	return name
 }
 
 // ephemeralDir is the directory the watchdog removes, "" for none.
@@ -287,9 +305,12 @@ func (s *Server) Port() int { return s.port }
 
 // Stop shuts the cluster down (fast mode) and waits for it.
 func (s *Server) Stop() error {
-	err := s.pg.Stop()
+	err := s.pg.Stop() // copies the rest of the log file to Options.Log first
 	s.watchdog.Finish(err == nil)
 	s.lock.Release()
+	if s.tempLog != "" {
+		_ = os.Remove(s.tempLog)
+	}
 	return err
 }
 

@@ -53,6 +53,21 @@ func TestRestartReusesData(t *testing.T) {
 	require.Empty(t, strings.TrimSpace(string(out)), "no postgres left running for %s", dir)
 }
 
+// TestStopRemovesTheTempLog: embedded-postgres logs each start's output
+// to a file of its own in the temp directory and never removes it; Stop
+// does, so no start leaves one behind.
+func TestStopRemovesTheTempLog(t *testing.T) {
+	t.Parallel()
+	proctest.Slow(t, "starts a cluster of its own")
+	srv, err := pglocal.Start(pglocal.Options{Dir: t.TempDir(), Fast: true})
+	require.NoError(t, err)
+	log := pglocal.TempLog(srv)
+	require.NotEmpty(t, log, "the postmaster's standard output names the log file")
+	require.FileExists(t, log)
+	require.NoError(t, srv.Stop())
+	require.NoFileExists(t, log)
+}
+
 // TestRestartCutsConnections proves Restart really bounces the server and
 // that a pool reconnects by itself afterwards.
 func TestRestartCutsConnections(t *testing.T) {
@@ -95,8 +110,9 @@ func TestClusterDiesWithItsStarter(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			port, pid := readReady(t, out)
+			port, pid, log := readReady(t, out)
 			require.True(t, alive(pid), "postmaster %d runs while its starter lives", pid)
+			require.FileExists(t, log)
 
 			switch end {
 			case "sigkill":
@@ -119,6 +135,7 @@ func TestClusterDiesWithItsStarter(t *testing.T) {
 			require.Error(t, err, "nothing listens on the cluster's port")
 			require.Eventually(t, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) },
 				10*time.Second, 50*time.Millisecond, "the ephemeral directory is removed")
+			require.NoFileExists(t, log, "the start's temporary log file is removed")
 		})
 	}
 }
@@ -159,7 +176,7 @@ func TestStartAfterAKilledStarter(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	_, pid := readReady(t, out)
+	_, pid, _ := readReady(t, out)
 	require.NoError(t, cmd.Process.Kill())
 	_, _ = io.Copy(io.Discard, out)
 	_ = cmd.Wait()
@@ -196,7 +213,7 @@ func TestHelperStartCluster(t *testing.T) {
 	require.NoError(t, err)
 	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
 	require.NoError(t, err)
-	fmt.Printf("ready %d %s\n", srv.Port(), strings.SplitN(string(pidFile), "\n", 2)[0])
+	fmt.Printf("ready %d %s %s\n", srv.Port(), strings.SplitN(string(pidFile), "\n", 2)[0], pglocal.TempLog(srv))
 	if os.Getenv("PGLOCAL_HELPER_END") == "panic" {
 		// As -test.timeout does: a panic on another goroutine, no cleanup.
 		go panic("test timed out after 10m0s")
@@ -204,16 +221,18 @@ func TestHelperStartCluster(t *testing.T) {
 	time.Sleep(time.Minute) // until killed
 }
 
-func readReady(t *testing.T, r io.Reader) (port, pid int) {
+// readReady reads the helper's report: its cluster's port, postmaster
+// and temporary log file.
+func readReady(t *testing.T, r io.Reader) (port, pid int, log string) {
 	t.Helper()
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		if _, err := fmt.Sscanf(sc.Text(), "ready %d %d", &port, &pid); err == nil {
-			return port, pid
+		if _, err := fmt.Sscanf(sc.Text(), "ready %d %d %s", &port, &pid, &log); err == nil {
+			return port, pid, log
 		}
 	}
 	t.Fatalf("helper never reported its cluster: %v", sc.Err())
-	return 0, 0
+	return 0, 0, ""
 }
 
 // alive: a process with pid exists and is not a zombie.
