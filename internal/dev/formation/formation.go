@@ -195,6 +195,12 @@ func (f *Formation) startMonitor(ctx context.Context) error {
 	if err := waitConnect(ctx, f.monitor, f.MonitorURL()); err != nil {
 		return err
 	}
+	// The superuser too: autoctl_node may connect while pg_autoctl is
+	// still rewriting the monitor's pg_hba.conf, and one suite run saw the
+	// superuser's first connection refused there ("no pg_hba.conf entry").
+	if err := waitConnect(ctx, f.monitor, f.monitorAdminURL()); err != nil {
+		return err
+	}
 	if err := f.requirePasswords(ctx, f.monitorAdminURL(), f.monitor.dir, "postgres", "autoctl_node"); err != nil {
 		return err
 	}
