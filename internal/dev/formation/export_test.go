@@ -56,3 +56,6 @@ func PgRewind(ctx context.Context, f *Formation, n, source *Node) error {
 	}
 	return fmt.Errorf("no node %s on the monitor", n.Name)
 }
+
+// MonitorAdminURL is the monitor's URL for its superuser.
+func MonitorAdminURL(f *Formation) string { return f.monitorAdminURL() }

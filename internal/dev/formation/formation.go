@@ -83,6 +83,7 @@ type Formation struct {
 	watchdog *procs.Watchdog
 	uri      string
 	secret   string // the password of postgres and pg_auto_failover's roles (secure.go)
+	session  monitorSession
 	mu       sync.Mutex
 	// lastCheckpoint paces WaitHealthy's checkpoints (several may wait).
 	lastCheckpoint time.Time
@@ -340,6 +341,7 @@ func (f *Formation) path(name string) string { return filepath.Join(f.opts.Dir, 
 // watchdog; a node that does not stop in time is killed. A formation
 // that is Ephemeral is removed with it.
 func (f *Formation) Stop() error {
+	f.session.Close()
 	var errs []error
 	for _, n := range append(append([]*Node{}, f.nodes...), f.monitor) {
 		if n == nil {
@@ -359,6 +361,7 @@ func (f *Formation) Stop() error {
 
 // kill tears a half-started formation down at once.
 func (f *Formation) kill() {
+	f.session.Close()
 	for _, n := range append(append([]*Node{}, f.nodes...), f.monitor) {
 		if n != nil {
 			_ = n.Kill()

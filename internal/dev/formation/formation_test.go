@@ -61,6 +61,7 @@ func TestFailover(t *testing.T) {
 	primary, err := f.Primary(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, primary)
+	requireOneMonitorSession(t, ctx, f)
 	var names string
 	require.NoError(t, queryRow(ctx, primary.AdminURL(), `SHOW synchronous_standby_names`, &names))
 	require.True(t, strings.HasPrefix(names, "ANY 1 ("), "synchronous_standby_names = %q", names)
@@ -293,4 +294,28 @@ func alive(pid int) bool {
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	return err == nil && !strings.Contains(string(stat), ") Z ")
+}
+
+// requireOneMonitorSession: reads of the states share one connection to
+// the monitor, the same backend from one read to the next.
+func requireOneMonitorSession(t *testing.T, ctx context.Context, f *formation.Formation) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, formation.MonitorAdminURL(f))
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(ctx))
+	backend := func() (n, pid int) {
+		require.NoError(t, conn.QueryRow(ctx,
+			`SELECT count(*), coalesce(min(pid), 0) FROM pg_stat_activity WHERE application_name = $1`,
+			formation.SessionApplication).Scan(&n, &pid))
+		return n, pid
+	}
+	n, first := backend()
+	require.Equal(t, 1, n, "one session backend on the monitor")
+	for range 3 {
+		_, err := f.States(ctx)
+		require.NoError(t, err)
+	}
+	n, pid := backend()
+	require.Equal(t, 1, n, "one session backend on the monitor")
+	require.Equal(t, first, pid, "the same backend serves every read")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,14 +73,10 @@ func (s State) String() string {
 	return fmt.Sprintf("%s %s/%s healthy=%t", s.Name, s.Reported, s.Goal, s.Healthy)
 }
 
-// States is the monitor's view of the data nodes, by name.
+// States is the monitor's view of the data nodes, by name. Every read
+// shares one connection to the monitor (see monitorSession).
 func (f *Formation) States(ctx context.Context) ([]State, error) {
-	conn, err := pgx.Connect(ctx, f.MonitorURL())
-	if err != nil {
-		return nil, fmt.Errorf("formation: monitor: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return readStates(ctx, conn)
+	return f.session.states(ctx, f.MonitorURL())
 }
 
 func readStates(ctx context.Context, conn *pgx.Conn) ([]State, error) {
@@ -205,21 +202,12 @@ func (f *Formation) checkpoint(ctx context.Context, states []State) {
 }
 
 // waitState polls the monitor every 250 ms until done holds; what names
-// the wait in the error, which carries the last states seen. It keeps one
-// connection to the monitor while it can: a wait lasts while the machine
-// is at its busiest, and a new connection each poll (a backend and a SCRAM
-// exchange) would add to the load that slows the failover it waits for.
+// the wait in the error, which carries the last states seen.
 func (f *Formation) waitState(ctx context.Context, what string, done func([]State) bool) error {
 	var last []State
 	var lastErr error
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.WithoutCancel(ctx))
-		}
-	}()
 	for {
-		states, err := f.poll(ctx, &conn)
+		states, err := f.States(ctx)
 		if err == nil {
 			last = states
 			if done(states) {
@@ -241,25 +229,70 @@ func (f *Formation) waitState(ctx context.Context, what string, done func([]Stat
 	}
 }
 
-// poll reads the states on *conn, connecting first when it is nil, each
-// step bounded at 5 s; on an error *conn is closed and left nil, so the
-// next poll connects again.
-func (f *Formation) poll(ctx context.Context, conn **pgx.Conn) ([]State, error) {
+// monitorSession is the one connection to the monitor that every read of
+// the nodes' states shares, opened on first use and again after an error.
+// A connection costs the monitor a backend and a SCRAM exchange, and the
+// states are read while the machine is at its busiest (waiting on a
+// failover, or every half second in billing dev --ha): a new one per read
+// would add to the load that slows the failover being waited for.
+type monitorSession struct {
+	mu   sync.Mutex
+	conn *pgx.Conn
+}
+
+// SessionApplication is the application_name of the session's connection,
+// for finding it in the monitor's pg_stat_activity.
+const SessionApplication = "billing formation"
+
+// states reads the states, each step bounded at 5 s. A connection that
+// fails is closed and the read tried once on a new one: the monitor may
+// have restarted since the last read.
+func (m *monitorSession) states(ctx context.Context, url string) ([]State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if *conn == nil {
-		c, err := pgx.Connect(ctx, f.MonitorURL())
+	reused := m.conn != nil
+	states, err := m.read(ctx, url)
+	if err != nil && reused && ctx.Err() == nil {
+		states, err = m.read(ctx, url)
+	}
+	return states, err
+}
+
+func (m *monitorSession) read(ctx context.Context, url string) ([]State, error) {
+	if m.conn == nil {
+		cfg, err := pgx.ParseConfig(url)
 		if err != nil {
 			return nil, fmt.Errorf("formation: monitor: %w", err)
 		}
-		*conn = c
+		cfg.RuntimeParams["application_name"] = SessionApplication
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("formation: monitor: %w", err)
+		}
+		m.conn = c
 	}
-	states, err := readStates(ctx, *conn)
+	states, err := readStates(ctx, m.conn)
 	if err != nil {
-		(*conn).Close(context.WithoutCancel(ctx))
-		*conn = nil
+		m.close()
 	}
 	return states, err
+}
+
+// close closes the connection; the caller holds mu.
+func (m *monitorSession) close() {
+	if m.conn != nil {
+		m.conn.Close(context.Background())
+		m.conn = nil
+	}
+}
+
+// Close closes the connection, for a formation that stops.
+func (m *monitorSession) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.close()
 }
 
 // watchdogScript is the formation's procs.Watchdog. Each node's launch
