@@ -207,7 +207,11 @@ func (f *Formation) waitState(ctx context.Context, what string, done func([]Stat
 	var last []State
 	var lastErr error
 	for {
-		states, err := f.States(ctx)
+		// Each poll bounded, so a monitor that stopped answering shows up
+		// as an error in the wait's report rather than stalling it.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		states, err := f.States(pctx)
+		cancel()
 		if err == nil {
 			last = states
 			if done(states) {
@@ -244,14 +248,12 @@ type monitorSession struct {
 // for finding it in the monitor's pg_stat_activity.
 const SessionApplication = "billing formation"
 
-// states reads the states, each step bounded at 5 s. A connection that
-// fails is closed and the read tried once on a new one: the monitor may
-// have restarted since the last read.
+// states reads the states. A connection that fails is closed and the
+// read tried once on a new one: the monitor may have restarted since the
+// last read.
 func (m *monitorSession) states(ctx context.Context, url string) ([]State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	reused := m.conn != nil
 	states, err := m.read(ctx, url)
 	if err != nil && reused && ctx.Err() == nil {
@@ -283,7 +285,9 @@ func (m *monitorSession) read(ctx context.Context, url string) ([]State, error) 
 // close closes the connection; the caller holds mu.
 func (m *monitorSession) close() {
 	if m.conn != nil {
-		m.conn.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.conn.Close(ctx)
 		m.conn = nil
 	}
 }
