@@ -59,3 +59,7 @@ func PgRewind(ctx context.Context, f *Formation, n, source *Node) error {
 
 // MonitorAdminURL is the monitor's URL for its superuser.
 func MonitorAdminURL(f *Formation) string { return f.monitorAdminURL() }
+
+// SessionApplication is the application_name of the formation's monitor
+// session.
+const SessionApplication = sessionApplication

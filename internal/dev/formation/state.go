@@ -244,9 +244,9 @@ type monitorSession struct {
 	conn *pgx.Conn
 }
 
-// SessionApplication is the application_name of the session's connection,
+// sessionApplication is the application_name of the session's connection,
 // for finding it in the monitor's pg_stat_activity.
-const SessionApplication = "billing formation"
+const sessionApplication = "billing formation"
 
 // states reads the states. A connection that fails is closed and the
 // read tried once on a new one: the monitor may have restarted since the
@@ -268,7 +268,7 @@ func (m *monitorSession) read(ctx context.Context, url string) ([]State, error) 
 		if err != nil {
 			return nil, fmt.Errorf("formation: monitor: %w", err)
 		}
-		cfg.RuntimeParams["application_name"] = SessionApplication
+		cfg.RuntimeParams["application_name"] = sessionApplication
 		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("formation: monitor: %w", err)
