@@ -36,15 +36,36 @@ func start(t *testing.T) *formation.Formation {
 	return f
 }
 
-// TestFailover: a formation of three data nodes runs synchronous
+// TestFormation runs its cases one after another on one formation: a
+// formation is the costliest fixture of the suite (a monitor and three
+// data nodes whose keepers and health checks connect several times a
+// second while it lives), and each case leaves it whole for the next. A
+// case that fails stops the rest, which would meet a broken formation;
+// `-run TestFormation/<case>` runs one case on a formation of its own.
+func TestFormation(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, *formation.Formation)
+	}{
+		{"Failover", testFailover},
+		{"DivergedFormerPrimaryIsRewound", testDivergedFormerPrimaryIsRewound},
+		{"RewoundNodeStreamsFromTheSource", testRewoundNodeStreamsFromTheSource},
+	} {
+		if !t.Run(c.name, func(t *testing.T) { c.run(t, f) }) {
+			return
+		}
+	}
+}
+
+// testFailover: a formation of three data nodes runs synchronous
 // replication to either standby; its multi-host URL reaches the primary;
 // when the primary's machine is lost (every process SIGKILLed), a standby
 // is promoted with every committed row, writes through the same URL
 // succeed again, and the lost node rejoins as a standby. A frozen primary
 // (SIGSTOP) is replaced the same way and, thawed, rejoins too.
-func TestFailover(t *testing.T) {
-	t.Parallel()
-	f := start(t)
+func testFailover(t *testing.T, f *formation.Formation) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -77,7 +98,7 @@ func TestFailover(t *testing.T) {
 	pool := newPool(t, f.URL())
 	_, err = pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
 	require.NoError(t, err)
-	insert(t, ctx, pool, 1)
+	insert(t, ctx, pool, "notes", 1)
 
 	for i, lose := range []func(*formation.Node) error{(*formation.Node).Kill, (*formation.Node).Freeze} {
 		lost := time.Now()
@@ -87,7 +108,7 @@ func TestFailover(t *testing.T) {
 		replaced, err := f.Replaced(ctx, primary)
 		require.NoError(t, err)
 		require.True(t, replaced, "the monitor promoted %s and no longer has %s as primary", next.Name, primary.Name)
-		insert(t, ctx, pool, int64(i+2))
+		insert(t, ctx, pool, "notes", int64(i+2))
 		t.Logf("%s lost: writes back on %s after %v", primary.Name, next.Name, time.Since(lost).Round(100*time.Millisecond))
 		var n int
 		require.NoError(t, queryRow(ctx, next.AdminURL(), `SELECT count(*) FROM notes`, &n))
@@ -164,15 +185,15 @@ func requireLocked(t *testing.T, ctx context.Context, f *formation.Formation) {
 	}
 }
 
-// insert writes a row through pool, retrying (bounded by ctx) while the
-// pool finds its way to the new primary.
-func insert(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id int64) {
+// insert writes a row into table through pool, retrying (bounded by ctx)
+// while the pool finds its way to the new primary.
+func insert(t *testing.T, ctx context.Context, pool *pgxpool.Pool, table string, id int64) {
 	t.Helper()
 	var last error
 	for ctx.Err() == nil {
 		tx, err := pool.Begin(ctx)
 		if err == nil {
-			if _, err = tx.Exec(ctx, `INSERT INTO notes VALUES ($1) ON CONFLICT DO NOTHING`, id); err == nil {
+			if _, err = tx.Exec(ctx, `INSERT INTO `+table+` VALUES ($1) ON CONFLICT DO NOTHING`, id); err == nil {
 				if err = durable.Commit(ctx, tx); err == nil {
 					return
 				}

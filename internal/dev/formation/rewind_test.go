@@ -3,6 +3,7 @@ package formation_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,7 @@ import (
 	"github.com/fibe-dev/billing/internal/dev/formation"
 )
 
-// TestDivergedFormerPrimaryIsRewound reproduces what pg_auto_failover 2.0
+// testDivergedFormerPrimaryIsRewound (a case of TestFormation) reproduces what pg_auto_failover 2.0
 // can leave behind on a starved machine: a former primary holding WAL the
 // new primary never had, started as the new primary's standby without a
 // rewind, whose PostgreSQL then refuses to start ("requested timeline ...
@@ -25,10 +26,11 @@ import (
 // the node's log, rewinds the node from the primary and starts its
 // keeper; the node rejoins as a standby, and the commit only it had is
 // gone (it was never acknowledged to anyone who waits for a standby).
-func TestDivergedFormerPrimaryIsRewound(t *testing.T) {
-	t.Parallel()
-	ctx, d := diverge(t)
-	f, pool, old, next := d.f, d.pool, d.old, d.next
+func testDivergedFormerPrimaryIsRewound(t *testing.T, f *formation.Formation) {
+	ctx, d := diverge(t, f, "diverged")
+	pool, old, next := d.pool, d.old, d.next
+	rewoundBefore := len(f.Rewound())
+	logBefore := len(old.Log(math.MaxInt))
 
 	// Follow next without a rewind, as the keeper does on its way
 	// report_lsn -> secondary: next's timeline history at hand, a standby.
@@ -41,17 +43,18 @@ func TestDivergedFormerPrimaryIsRewound(t *testing.T) {
 	require.Contains(t, postgresLogs(t, old), "is not a child of this server's history")
 
 	require.NoError(t, f.WaitHealthy(ctx))
-	require.Equal(t, []string{old.Name}, f.Rewound())
-	rows, err := pool.Query(ctx, `SELECT id FROM notes ORDER BY id`)
+	require.Equal(t, []string{old.Name}, f.Rewound()[rewoundBefore:])
+	rows, err := pool.Query(ctx, `SELECT id FROM `+d.table+` ORDER BY id`)
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, ids, "the diverged commit is not the formation's")
 	var onOld int64
-	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 99`, &onOld))
+	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM `+d.table+` WHERE id = 99`, &onOld))
 	require.Zero(t, onOld, "the rewound node dropped its diverged commit")
-	require.Contains(t, old.Log(1<<20), "servers diverged at WAL location", "pg_rewind had work to do")
-	require.Contains(t, old.Log(1<<20), "rewound to "+next.Name+"'s history")
+	logged := old.Log(math.MaxInt)[logBefore:] // what this case made it log
+	require.Contains(t, logged, "servers diverged at WAL location", "pg_rewind had work to do")
+	require.Contains(t, logged, "rewound to "+next.Name+"'s history")
 }
 
 // postgresLogs is everything n's PostgreSQL has logged through its
@@ -122,7 +125,8 @@ func TestDivergenceIsSeenOnce(t *testing.T) {
 	require.True(t, formation.DivergedSinceLastLook(n))
 }
 
-// TestRewoundNodeStreamsFromTheSource is what CI met on a starved
+// testRewoundNodeStreamsFromTheSource (a case of TestFormation, the last:
+// it leaves a node without its keeper) is what CI met on a starved
 // machine: the keeper of a diverged former primary, sent through
 // report_lsn, does not rewind or set up replication itself once the
 // formation has rewound it; it only starts PostgreSQL and waits for it to
@@ -131,10 +135,9 @@ func TestDivergenceIsSeenOnce(t *testing.T) {
 // on its own: here its PostgreSQL is started with no keeper at all while
 // the source keeps writing, and a row the source commits after the rewind
 // must reach it.
-func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
-	t.Parallel()
-	ctx, d := diverge(t)
-	f, pool, old, next := d.f, d.pool, d.old, d.next
+func testRewoundNodeStreamsFromTheSource(t *testing.T, f *formation.Formation) {
+	ctx, d := diverge(t, f, "streamed")
+	pool, old, next := d.pool, d.old, d.next
 
 	// The source writes while pg_rewind copies from it.
 	wctx, stopWriting := context.WithCancel(ctx)
@@ -142,7 +145,7 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 	go func() {
 		n := int64(0)
 		for id := int64(1000); wctx.Err() == nil; id++ {
-			if _, err := pool.Exec(wctx, `INSERT INTO notes VALUES ($1)`, id); err == nil {
+			if _, err := pool.Exec(wctx, `INSERT INTO `+d.table+` VALUES ($1)`, id); err == nil {
 				n++
 			}
 		}
@@ -151,7 +154,7 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 	require.NoError(t, formation.PgRewind(ctx, f, old, next))
 	stopWriting()
 	require.Positive(t, <-written, "the source took writes during the rewind")
-	insert(t, ctx, pool, 3)
+	insert(t, ctx, pool, d.table, 3)
 
 	require.NoError(t, formation.PgCtl(ctx, f, old, "start", "--no-wait", "-o", fmt.Sprintf("-p %d -h localhost", old.Port)))
 	t.Cleanup(func() {
@@ -161,10 +164,10 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 	require.Eventually(t, func() bool {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return queryRow(qctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 3`, &seen) == nil && seen > 0
+		return queryRow(qctx, old.AdminURL(), `SELECT count(*) FROM `+d.table+` WHERE id = 3`, &seen) == nil && seen > 0
 	}, 3*time.Minute, 250*time.Millisecond, "the rewound node never replayed a commit the source made after the rewind")
 	var diverged int64
-	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM notes WHERE id = 99`, &diverged))
+	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT count(*) FROM `+d.table+` WHERE id = 99`, &diverged))
 	require.Zero(t, diverged, "the rewound node dropped its diverged commit")
 	var recovering bool
 	require.NoError(t, queryRow(ctx, old.AdminURL(), `SELECT pg_is_in_recovery()`, &recovering))
@@ -172,38 +175,40 @@ func TestRewoundNodeStreamsFromTheSource(t *testing.T) {
 }
 
 // divergence is a formation whose former primary, old, holds a commit
-// (99) that next, the primary now, never had; next has 1 and 2. old's
-// keeper is dead and its PostgreSQL stopped; opts start that PostgreSQL
-// by hand on its own port.
+// (99 in table) that next, the primary now, never had; next has 1 and 2.
+// old's keeper is dead and its PostgreSQL stopped; opts start that
+// PostgreSQL by hand on its own port.
 type divergence struct {
 	f         *formation.Formation
 	pool      *pgxpool.Pool
 	old, next *formation.Node
 	opts      string
+	table     string
 }
 
-// diverge makes a divergence; ctx bounds the test that uses it.
-func diverge(t *testing.T) (context.Context, divergence) {
+// diverge makes a divergence in f, whose rows go to a new table of that
+// name; ctx bounds the case that uses it.
+func diverge(t *testing.T, f *formation.Formation, table string) (context.Context, divergence) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
 	t.Cleanup(cancel)
-	d := divergence{f: start(t)}
+	d := divergence{f: f, table: table}
 	d.pool = newPool(t, d.f.URL())
-	_, err := d.pool.Exec(ctx, `CREATE TABLE notes (id bigint PRIMARY KEY)`)
+	_, err := d.pool.Exec(ctx, `CREATE TABLE `+table+` (id bigint PRIMARY KEY)`)
 	require.NoError(t, err)
-	insert(t, ctx, d.pool, 1)
+	insert(t, ctx, d.pool, table, 1)
 	d.old, err = d.f.Primary(ctx)
 	require.NoError(t, err)
 	require.NoError(t, d.old.Kill())
 	d.next, err = d.f.WaitPrimary(ctx, d.old)
 	require.NoError(t, err)
-	insert(t, ctx, d.pool, 2)
+	insert(t, ctx, d.pool, table, 2)
 
 	// The old primary, alone, commits what no standby has: its history
 	// now diverges from next's.
 	d.opts = fmt.Sprintf("-p %d -h localhost -c synchronous_standby_names=''", d.old.Port)
 	require.NoError(t, formation.PgCtl(ctx, d.f, d.old, "start", "--wait", "--timeout", "300", "-o", d.opts))
-	_, err = execOn(ctx, d.old.AdminURL(), `INSERT INTO notes VALUES (99)`)
+	_, err = execOn(ctx, d.old.AdminURL(), `INSERT INTO `+table+` VALUES (99)`)
 	require.NoError(t, err)
 	require.NoError(t, formation.PgCtl(ctx, d.f, d.old, "stop", "--mode", "fast", "--wait", "--timeout", "300"))
 	return ctx, d
