@@ -69,6 +69,10 @@ type Options struct {
 	Ephemeral bool
 	// MaxConnections of each data node (default 300).
 	MaxConnections int
+	// Single starts one data node and no standby: a formation that cannot
+	// fail over, for tests of the harness's own processes, where each
+	// standby would only add a base backup and a keeper's connections.
+	Single bool
 }
 
 // Formation is a running formation.
@@ -95,7 +99,8 @@ type Formation struct {
 
 // Start creates and starts a formation in opts.Dir: the monitor, then the
 // first data node (the primary), then two standbys, and returns once the
-// primary has both as synchronous standby candidates.
+// primary has both as synchronous standby candidates (with opts.Single,
+// once the one data node runs alone).
 func Start(ctx context.Context, opts Options) (*Formation, error) {
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = 300
@@ -212,7 +217,11 @@ func (f *Formation) startMonitor(ctx context.Context) error {
 // and settings, then the two standbys, and waits for the formation to
 // settle with a primary and two secondaries.
 func (f *Formation) startNodes(ctx context.Context) error {
-	for i := 1; i <= 3; i++ {
+	count := 3
+	if f.opts.Single {
+		count = 1
+	}
+	for i := 1; i <= count; i++ {
 		port, err := procs.FreePort()
 		if err != nil {
 			return err

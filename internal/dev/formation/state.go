@@ -152,7 +152,8 @@ func (f *Formation) WaitPrimary(ctx context.Context, old *Node) (*Node, error) {
 }
 
 // WaitHealthy waits until every data node is back in service: one
-// primary, the others its secondaries. Meanwhile it runs CHECKPOINT on
+// primary, the others its secondaries (a Single formation's node running
+// alone). Meanwhile it runs CHECKPOINT on
 // the primary every second: a standby's base backup, and pg_rewind of a
 // former primary, wait for the primary's next checkpoint, which would
 // otherwise come only with checkpoint_timeout. And it rewinds a node
@@ -160,11 +161,12 @@ func (f *Formation) WaitPrimary(ctx context.Context, old *Node) (*Node, error) {
 // diverged from the primary's (rewind.go), which pg_auto_failover leaves
 // retrying for ever.
 func (f *Formation) WaitHealthy(ctx context.Context) error {
-	return f.waitState(ctx, "one primary and two secondaries", func(states []State) bool {
+	return f.waitState(ctx, "one primary and the others its secondaries", func(states []State) bool {
 		primaries, secondaries := 0, 0
 		for _, s := range states {
 			switch {
-			case s.Reported == "primary" && s.Goal == "primary":
+			case s.Reported == "primary" && s.Goal == "primary",
+				f.opts.Single && s.Reported == "single" && s.Goal == "single":
 				primaries++
 			case s.Reported == "secondary" && s.Goal == "secondary":
 				secondaries++
