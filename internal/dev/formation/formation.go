@@ -214,8 +214,8 @@ func (f *Formation) startMonitor(ctx context.Context) error {
 }
 
 // startNodes starts the first data node, gives it the application's role
-// and settings, then the two standbys, and waits for the formation to
-// settle with a primary and two secondaries.
+// and settings, then the two standbys (none when Single), and waits for
+// the formation to settle (WaitHealthy).
 func (f *Formation) startNodes(ctx context.Context) error {
 	count := 3
 	if f.opts.Single {

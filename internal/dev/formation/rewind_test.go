@@ -18,14 +18,15 @@ import (
 	"github.com/fibe-dev/billing/internal/dev/formation"
 )
 
-// testDivergedFormerPrimaryIsRewound (a case of TestFormation) reproduces what pg_auto_failover 2.0
-// can leave behind on a starved machine: a former primary holding WAL the
-// new primary never had, started as the new primary's standby without a
-// rewind, whose PostgreSQL then refuses to start ("requested timeline ...
-// is not a child of this server's history"). WaitHealthy sees that in
-// the node's log, rewinds the node from the primary and starts its
-// keeper; the node rejoins as a standby, and the commit only it had is
-// gone (it was never acknowledged to anyone who waits for a standby).
+// testDivergedFormerPrimaryIsRewound (a case of TestFormation) reproduces
+// what pg_auto_failover 2.0 can leave behind on a starved machine: a
+// former primary holding WAL the new primary never had, started as the
+// new primary's standby without a rewind, whose PostgreSQL then refuses
+// to start ("requested timeline ... is not a child of this server's
+// history"). WaitHealthy sees that in the node's log, rewinds the node
+// from the primary and starts its keeper; the node rejoins as a standby,
+// and the commit only it had is gone (it was never acknowledged to anyone
+// who waits for a standby).
 func testDivergedFormerPrimaryIsRewound(t *testing.T, f *formation.Formation) {
 	ctx, d := diverge(t, f, "diverged")
 	pool, old, next := d.pool, d.old, d.next

@@ -153,10 +153,10 @@ func (f *Formation) WaitPrimary(ctx context.Context, old *Node) (*Node, error) {
 
 // WaitHealthy waits until every data node is back in service: one
 // primary, the others its secondaries (a Single formation's node running
-// alone). Meanwhile it runs CHECKPOINT on
-// the primary every second: a standby's base backup, and pg_rewind of a
-// former primary, wait for the primary's next checkpoint, which would
-// otherwise come only with checkpoint_timeout. And it rewinds a node
+// alone). Meanwhile it runs CHECKPOINT on the primary every second: a
+// standby's base backup, and pg_rewind of a former primary, wait for the
+// primary's next checkpoint, which would otherwise come only with
+// checkpoint_timeout. And it rewinds a node
 // whose PostgreSQL cannot start as a standby because its history
 // diverged from the primary's (rewind.go), which pg_auto_failover leaves
 // retrying for ever.
