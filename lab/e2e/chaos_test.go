@@ -75,5 +75,8 @@ func runChaos(t *testing.T, opts e2e.Options) *e2e.Report {
 	require.NoError(t, err)
 	// Again after the log tails, so the end of a long CI log names them.
 	require.True(t, rep.OK(), "chaos verdict FAIL (seed %d); failed checks:\n%s", opts.Seed, rep.Failed())
+	logs, err := filepath.Glob(filepath.Join(opts.Dir, "*.log"))
+	require.NoError(t, err)
+	require.NoError(t, dataRace(logs...))
 	return rep
 }

@@ -117,10 +117,7 @@ func rejectedPage(t *testing.T, bctx context.Context, base, apiKey, secret strin
 
 func startDev(t *testing.T, dbURL, dir string, port int) *e2e.Proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "dev.log")
-	logFile, err := os.Create(logPath)
-	require.NoError(t, err)
-	t.Cleanup(func() { logFile.Close() })
+	logPath, logFile := processLog(t, "dev.log")
 	dev := e2e.NewProc("dev", billingBinary(t), []string{"BILLING_DATABASE_URL=" + dbURL,
 		fmt.Sprintf("BILLING_HTTP_ADDR=127.0.0.1:%d", port), "BILLING_LOG_FORMAT=json"}, logFile, "dev", "--dir", dir)
 	require.NoError(t, dev.Start())

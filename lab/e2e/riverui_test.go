@@ -151,10 +151,7 @@ func seedJobs(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (cancelled,
 func startWeb(t *testing.T, dbURL string, port int) *e2e.Proc {
 	t.Helper()
 	bin := billingBinary(t)
-	logPath := filepath.Join(t.TempDir(), "web.log")
-	logFile, err := os.Create(logPath)
-	require.NoError(t, err)
-	t.Cleanup(func() { logFile.Close() })
+	logPath, logFile := processLog(t, "web.log")
 	web := e2e.NewProc("web", bin, []string{"BILLING_DATABASE_URL=" + dbURL, fmt.Sprintf("BILLING_HTTP_ADDR=127.0.0.1:%d", port),
 		"BILLING_RIVERUI_USER=ops", "BILLING_RIVERUI_PASSWORD=s3cret"}, logFile, "web")
 	require.NoError(t, web.Start())

@@ -49,10 +49,15 @@ func (p *Proc) listenOn(addr string) {
 	p.SetEnv("BILLING_HTTP_ADDR=" + addr)
 }
 
-// BuildBinary compiles cmd/billing from the module at moduleDir into dir.
-func BuildBinary(ctx context.Context, moduleDir, dir string) (string, error) {
+// BuildBinary compiles cmd/billing from the module at moduleDir into dir,
+// with the race detector when race is set.
+func BuildBinary(ctx context.Context, moduleDir, dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "billing")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/billing")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/billing")...)
 	cmd.Dir = moduleDir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("e2e: go build: %w\n%s", err, out)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -161,10 +160,7 @@ func timelineEnv(dbURL, stripeAPI string) []string {
 
 func startTimelineProc(t *testing.T, name string, env []string) *e2e.Proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
-	require.NoError(t, err)
-	t.Cleanup(func() { logFile.Close() })
+	logPath, logFile := processLog(t, name+".log")
 	p := e2e.NewProc(name, billingBinary(t), env, logFile, name)
 	require.NoError(t, p.Start())
 	t.Cleanup(func() {

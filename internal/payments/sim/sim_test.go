@@ -30,9 +30,8 @@ var (
 	stopFlag  = flag.Bool("sim.stop", false, "stop at the first failing history and report the seconds it took")
 )
 
-// fixedSeeds is the count played under -race by the README's test
-// command; .ci/run plays 200 more without -race, from another range
-// (docs/simulator.md).
+// fixedSeeds is the count played by the README's test command; .ci/run
+// plays 200 more, from another range (docs/simulator.md).
 const fixedSeeds = 32
 
 // Every history of the fixed seeds (or -sim.seed, or -sim.seeds from

@@ -245,16 +245,12 @@ type truthCase struct {
 // each order on a player who may start owing: every order ends where the
 // model says (Mana, Sparks, debt, order status, refunded amount, clawed
 // back Mana, which events counted), and the audit is clean. A failing
-// order prints its seed and its delivery order. Under the race detector
-// it delivers the first 40 orders of each history, under -short the first
-// 5; .ci/run also runs all 200 without the race detector.
+// order prints its seed and its delivery order. Under -short it delivers
+// the first 5 orders of each history.
 func TestProviderTruthModel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orders := proctest.Size(5, 200) // -short: the first 5 orders of each history
-	if raceEnabled {
-		orders = min(orders, 40)
-	}
 	var cases []*truthCase
 	for h, history := range truthHistories() {
 		for i := range orders {

@@ -102,7 +102,7 @@ func billingBinary(cmd *cobra.Command, dir string) (string, error) {
 		return "", err
 	}
 	cmd.PrintErrf("billing-lab: building %s/cmd/billing (--billing names a built one)\n", root)
-	return e2e.BuildBinary(cmd.Context(), root, dir)
+	return e2e.BuildBinary(cmd.Context(), root, dir, false)
 }
 
 // repositoryRoot is the nearest directory at or above the working directory

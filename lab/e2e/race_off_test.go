@@ -1,5 +1,5 @@
 //go:build !race
 
-package webhook_test
+package e2e_test
 
 const raceEnabled = false
