@@ -49,9 +49,12 @@ import (
 const jobDeadline = 60 * time.Second
 
 // Env is the system the histories run against: one database, one worker,
-// two web processes.
+// two web processes. It plays one history at a time (Run), so that the
+// audit after a history judges ended histories only; lanes of histories
+// at once each have an Env of their own.
 type Env struct {
 	Pool     *pgxpool.Pool
+	playing  sync.Mutex // held by Run
 	worker   *river.Client[pgx.Tx]
 	srvs     [2]*httptest.Server
 	wallet   *wallet.Store
@@ -155,7 +158,10 @@ func (r *run) problem(format string, args ...any) {
 
 // Run plays h against the system, step by step beside the model, and
 // returns every way the books differ from the model's (none: it passed).
+// Runs on one Env wait for one another.
 func (e *Env) Run(ctx context.Context, h *History) []string {
+	e.playing.Lock()
+	defer e.playing.Unlock()
 	r := &run{e: e, h: h, m: NewModel(h), bodies: map[int][]byte{}, killed: map[int64]bool{}}
 	r.funds = enforcer.New(e.Pool, e.wallet, enforcer.Options{Logger: testkit.Quiet,
 		Now: func() time.Time { return time.Unix(0, r.now.Load()).UTC() }})

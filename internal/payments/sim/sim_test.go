@@ -26,7 +26,7 @@ var (
 	seedsFlag = flag.Int("sim.seeds", 0, "how many seeds to run, from -sim.first (0: the fixed set)")
 	firstFlag = flag.Uint64("sim.first", 1, "the first seed of the run")
 	offFlag   = flag.String("sim.off", "", "letter classes switched off, comma-separated (see sim.Letters)")
-	parFlag   = flag.Int("sim.parallel", 8, "histories played at once")
+	parFlag   = flag.Int("sim.parallel", 8, "histories played at once, each lane on a database of its own")
 	stopFlag  = flag.Bool("sim.stop", false, "stop at the first failing history and report the seconds it took")
 )
 
@@ -49,7 +49,34 @@ func TestSimulator(t *testing.T) {
 		}
 	}
 	seeds := seedList()
-	env := sim.NewEnv(t)
+	// Each lane plays its histories one after another on a system and
+	// database of its own: the full audit after each history then reads
+	// that lane's histories only (not every history played so far), and
+	// none of them is still running.
+	lanes := make([]*sim.Env, min(max(1, *parFlag), len(seeds)))
+	for i := range lanes {
+		lanes[i] = sim.NewEnv(t)
+	}
+	start := time.Now()
+	played, failures := play(t, lanes, seeds, off)
+	t.Logf("%d histories in %.1fs on %d lanes", played, time.Since(start).Seconds(), len(lanes))
+	for _, f := range failures {
+		t.Error(f)
+	}
+	for _, env := range lanes {
+		audittest.RequireClean(t, env.Pool, audit.Options{})
+	}
+}
+
+// play plays seeds on the lanes, each lane taking the next seed when its
+// history ends, and returns how many it played and a report of each
+// failing history. With -sim.stop no history starts after one failed.
+func play(t *testing.T, lanes []*sim.Env, seeds []uint64, off map[sim.Letter]bool) (int64, []string) {
+	queue := make(chan uint64, len(seeds))
+	for _, seed := range seeds {
+		queue <- seed
+	}
+	close(queue)
 	start := time.Now()
 	var (
 		mu       sync.Mutex
@@ -58,37 +85,32 @@ func TestSimulator(t *testing.T) {
 		played   atomic.Int64
 		wg       sync.WaitGroup
 	)
-	sem := make(chan struct{}, max(1, *parFlag))
-	for _, seed := range seeds {
-		if stopped.Load() {
-			break
-		}
-		sem <- struct{}{}
+	for _, env := range lanes {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			h := sim.Generate(seed, off)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			problems := env.Run(ctx, h)
-			played.Add(1)
-			if len(problems) == 0 {
-				return
+			for seed := range queue {
+				if stopped.Load() {
+					return
+				}
+				h := sim.Generate(seed, off)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				problems := env.Run(ctx, h)
+				cancel()
+				played.Add(1)
+				if len(problems) == 0 {
+					continue
+				}
+				mu.Lock()
+				if *stopFlag && !stopped.Swap(true) {
+					t.Logf("first failing history: seed %d after %.1fs", seed, time.Since(start).Seconds())
+				}
+				failures = append(failures, fmt.Sprintf("seed %d (replay: go test ./internal/payments/sim/ -run TestSimulator -sim.seed=%d%s):\n  %s\n%s",
+					seed, seed, offArg(), strings.Join(problems, "\n  "), h))
+				mu.Unlock()
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if *stopFlag && !stopped.Swap(true) {
-				t.Logf("first failing history: seed %d after %.1fs", seed, time.Since(start).Seconds())
-			}
-			failures = append(failures, fmt.Sprintf("seed %d (replay: go test ./internal/payments/sim/ -run TestSimulator -sim.seed=%d%s):\n  %s\n%s",
-				seed, seed, offArg(), strings.Join(problems, "\n  "), h))
 		})
 	}
 	wg.Wait()
-	t.Logf("%d histories in %.1fs", played.Load(), time.Since(start).Seconds())
-	for _, f := range failures {
-		t.Error(f)
-	}
-	audittest.RequireClean(t, env.Pool, audit.Options{})
+	return played.Load(), failures
 }
 
 func seedList() []uint64 {
