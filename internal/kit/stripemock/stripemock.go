@@ -12,6 +12,7 @@
 package stripemock
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -33,26 +34,48 @@ const Version = "v0.203.0"
 func Start(t testing.TB) string {
 	t.Helper()
 	bin := Bin(t)
+	// The port is free when chosen and taken by stripe-mock only once it
+	// has loaded its document; on a busy machine another listener can
+	// take it first, and stripe-mock then exits: start again on another.
+	var err error
+	for range 3 {
+		var url string
+		if url, err = start(t, bin); err == nil {
+			return url
+		}
+	}
+	t.Fatalf("stripemock: %v", err)
+	return ""
+}
+
+// errExited is a stripe-mock that ended before it answered.
+var errExited = errors.New("stripe-mock exited before it answered")
+
+// start runs one stripe-mock on a free port and waits for it to answer;
+// it stops when the test ends.
+func start(t testing.TB, bin string) (string, error) {
 	port, err := freePort()
 	if err != nil {
-		t.Fatalf("stripemock: %v", err)
+		return "", err
 	}
 	cmd := exec.Command(bin, "-http-port", strconv.Itoa(port))
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("stripemock: start %s: %v", bin, err)
+		return "", fmt.Errorf("start %s: %w", bin, err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	// stripe-mock loads Stripe's whole OpenAPI document before it listens:
 	// about a second when idle, far longer at load 30, and more than 2
 	// minutes at load 50 (two suites at once), so a generous bound.
-	if err := waitUp(url, 5*time.Minute); err != nil {
-		t.Fatalf("stripemock: %v", err)
+	if err := waitUp(url, 5*time.Minute, exited); err != nil {
+		return "", err
 	}
-	return url
+	return url, nil
 }
 
 // Bin is the stripe-mock binary: $STRIPE_MOCK, then on PATH, then in
@@ -79,13 +102,23 @@ func freePort() (int, error) {
 }
 
 // waitUp polls until stripe-mock answers (any status) or timeout passes.
-func waitUp(url string, timeout time.Duration) error {
+func waitUp(url string, timeout time.Duration, exited <-chan struct{}) error {
 	deadline := time.Now().Add(timeout)
 	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("%s: %w", url, errExited)
+		default:
+		}
 		resp, err := http.Get(url + "/v1/charges")
 		if err == nil {
 			resp.Body.Close()
-			return nil
+			// Only stripe-mock's own answer counts: another listener may
+			// hold the port, and stripe-mock then exits.
+			if resp.Header.Get("Stripe-Mock-Version") != "" {
+				return nil
+			}
+			err = errors.New("something other than stripe-mock answers on its port")
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("stripe-mock at %s did not come up within %v: %w", url, timeout, err)
