@@ -31,6 +31,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -78,7 +79,7 @@ func Run(m *testing.M) int {
 	// call the fuzz target: start no cluster there. One would inherit the
 	// worker's pipes to the fuzz coordinator and, orphaned when the worker
 	// is killed, keep them open, so the coordinator waits forever.
-	if slices.Contains(os.Args[1:], "-test.fuzzworker") {
+	if slices.Contains(os.Args[1:], "-test.fuzzworker") || fuzzOnly() {
 		return m.Run()
 	}
 	stop, err := setup()
@@ -89,6 +90,19 @@ func Run(m *testing.M) int {
 	code := m.Run()
 	stop()
 	return code
+}
+
+// fuzzOnly reports whether this binary runs only to fuzz: -test.fuzz
+// names a target and -test.run=^$ leaves out every test, as
+// scripts/fuzz-short runs it. Fuzz targets take no database, so it joins
+// no cluster either: .ci/run fuzzes at the lowest priority beside the
+// suite, where starting a cluster of its own could outlast its bounds.
+func fuzzOnly() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	fuzz, run := flag.Lookup("test.fuzz"), flag.Lookup("test.run")
+	return fuzz != nil && run != nil && fuzz.Value.String() != "" && run.Value.String() == "^$"
 }
 
 func setup() (func(), error) {

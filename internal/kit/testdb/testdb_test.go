@@ -143,3 +143,25 @@ func (h *helper) server(t *testing.T) string {
 		return ""
 	}
 }
+
+// TestFuzzOnlyJoinsNoCluster: a binary run only to fuzz (-test.fuzz with
+// -test.run=^$, as scripts/fuzz-short runs it) neither starts nor joins a
+// cluster, so it may fuzz beside a suite at the lowest priority.
+func TestFuzzOnlyJoinsNoCluster(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("BILLING_TEST_DATABASE_URL") != "" {
+		t.Skip("an external server: no run directory to look for")
+	}
+	owner := exec.Command("sleep", "600")
+	require.NoError(t, owner.Start())
+	t.Cleanup(func() { _ = owner.Process.Kill(); _ = owner.Wait() })
+
+	c := exec.Command(os.Args[0], "-test.run=^$", "-test.fuzz=^FuzzNoTarget$", "-test.fuzzcachedir="+t.TempDir())
+	c.Env = append(os.Environ(), fmt.Sprintf("%s=%d", testdb.RunOwnerEnv, owner.Process.Pid))
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	dir, err := testdb.RunDirOf(owner.Process.Pid)
+	require.NoError(t, err)
+	_, err = os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "the fuzz-only binary made the run directory %s:\n%s", dir, out)
+}
