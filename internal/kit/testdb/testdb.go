@@ -96,7 +96,8 @@ func Run(m *testing.M) int {
 // names a target and -test.run=^$ leaves out every test, as
 // scripts/fuzz-short runs it. Fuzz targets take no database, so it joins
 // no cluster either: .ci/run fuzzes at the lowest priority beside the
-// suite, where starting a cluster of its own could outlast its bounds.
+// simulator's histories, where a cluster of its own would be a start
+// (initdb, the template's migrations) for nothing.
 func fuzzOnly() bool {
 	if !flag.Parsed() {
 		flag.Parse()

@@ -156,7 +156,11 @@ func TestFuzzOnlyJoinsNoCluster(t *testing.T) {
 	require.NoError(t, owner.Start())
 	t.Cleanup(func() { _ = owner.Process.Kill(); _ = owner.Wait() })
 
-	c := exec.Command(os.Args[0], "-test.run=^$", "-test.fuzz=^FuzzNoTarget$", "-test.fuzzcachedir="+t.TempDir())
+	// Bounded: a binary that did start a cluster would be slow, not hung,
+	// but no wait here goes without a deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, os.Args[0], "-test.run=^$", "-test.fuzz=^FuzzNoTarget$", "-test.fuzzcachedir="+t.TempDir())
 	c.Env = append(os.Environ(), fmt.Sprintf("%s=%d", testdb.RunOwnerEnv, owner.Process.Pid))
 	out, err := c.CombinedOutput()
 	require.NoError(t, err, "%s", out)
