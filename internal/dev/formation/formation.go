@@ -173,16 +173,32 @@ func (f *Formation) prepare() error {
 		return err
 	}
 	f.pgbin = filepath.Join(binaries, "bin")
-	f.env = []string{
-		"PATH=" + f.pgbin + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME=" + home,
-		"XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
-		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
-		"XDG_RUNTIME_DIR=" + filepath.Join(home, "run"),
+	f.env = append(withoutLibpq(os.Environ()),
+		"PATH="+f.pgbin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, "config"),
+		"XDG_DATA_HOME="+filepath.Join(home, "data"),
+		"XDG_RUNTIME_DIR="+filepath.Join(home, "run"),
 		"PGCONNECT_TIMEOUT=5",
-		"PGPASSFILE=" + f.passFile(),
-	}
+		"PGPASSFILE="+f.passFile(),
+	)
 	return nil
+}
+
+// withoutLibpq is environ without libpq's variables (PG...). pg_autoctl
+// and the PostgreSQL tools it runs read them, so a PGPASSWORD, PGUSER or
+// PGSSLMODE exported in the operator's shell would win over the
+// formation's password file and settings: with a PGPASSWORD, a standby's
+// base backup fails to authenticate as the replication role. The
+// formation's processes get its own (PGPASSFILE, PGCONNECT_TIMEOUT).
+func withoutLibpq(environ []string) []string {
+	var kept []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "PG") {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
 }
 
 // startMonitor starts the monitor and sets its failure detection.
@@ -296,7 +312,7 @@ func (f *Formation) showURI(ctx context.Context) (string, error) {
 	var err error
 	for {
 		cmd := exec.CommandContext(ctx, f.bin, "show", "uri", "--formation", "default", "--pgdata", f.path("monitor"))
-		cmd.Env = append(os.Environ(), f.env...)
+		cmd.Env = f.env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: f.cred}
 		if out, err = cmd.Output(); err == nil {
 			break

@@ -23,6 +23,21 @@ import (
 	"github.com/fibe-dev/billing/internal/platform/durable"
 )
 
+// TestMain runs the package's tests with libpq's variables set as an
+// operator's shell might have them: the formation's processes must not
+// see them (a PGPASSWORD would win over the formation's password file, and
+// a standby's base backup would fail to authenticate). The tests' own
+// connections name every one of these in their URLs.
+func TestMain(m *testing.M) {
+	for k, v := range map[string]string{"PGPASSWORD": "not-the-formations", "PGUSER": "nobody",
+		"PGDATABASE": "nowhere", "PGSSLMODE": "require"} {
+		if err := os.Setenv(k, v); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
+
 func start(t *testing.T) *formation.Formation {
 	t.Helper()
 	proctest.Slow(t, "starts a pg_auto_failover formation")

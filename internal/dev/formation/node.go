@@ -52,7 +52,7 @@ func (n *Node) launch() error {
 	if err != nil {
 		return fmt.Errorf("formation: %w", err)
 	}
-	p := procs.New(n.Name, n.f.bin, n.f.env, logw, n.args...)
+	p := procs.Isolated(n.Name, n.f.bin, n.f.env, logw, n.args...)
 	p.OwnGroup(n.f.cred)
 	if err := p.Start(); err != nil {
 		return err

@@ -27,12 +27,13 @@ type Proc struct {
 	args []string
 	logw io.Writer
 
-	mu      sync.Mutex
-	env     []string
-	attr    *syscall.SysProcAttr // OwnGroup
-	cmd     *exec.Cmd
-	done    chan struct{}
-	exitErr error
+	mu       sync.Mutex
+	env      []string
+	isolated bool                 // env is the whole environment (Isolated)
+	attr     *syscall.SysProcAttr // OwnGroup
+	cmd      *exec.Cmd
+	done     chan struct{}
+	exitErr  error
 }
 
 // New describes a process running bin with args; env is added to (and
@@ -43,6 +44,14 @@ func New(name, bin string, env []string, logw io.Writer, args ...string) *Proc {
 		logw = io.Discard
 	}
 	return &Proc{Name: name, bin: bin, args: args, env: env, logw: logw}
+}
+
+// Isolated is New for a process that inherits nothing of this process's
+// environment: env is the whole of it.
+func Isolated(name, bin string, env []string, logw io.Writer, args ...string) *Proc {
+	p := New(name, bin, env, logw, args...)
+	p.isolated = true
+	return p
 }
 
 // SetEnv adds key=value pairs to the environment of the next Start; a
@@ -62,7 +71,11 @@ func (p *Proc) Start() error {
 		return fmt.Errorf("procs: start %s: already running", p.Name)
 	}
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
+	// Never nil: a nil Env would give the process this one's environment.
+	cmd.Env = append([]string{}, p.env...)
+	if !p.isolated {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout, cmd.Stderr = p.logw, p.logw
 	cmd.SysProcAttr = p.attr
 	// A grandchild that inherited the output pipe must not keep Wait (and

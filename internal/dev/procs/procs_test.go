@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,6 +56,30 @@ func TestStartStopRestart(t *testing.T) {
 	p.Kill()
 	require.False(t, p.Running())
 	require.ErrorContains(t, p.Stop(time.Second), "signal: killed", "a process that is gone says how it ended")
+}
+
+// TestIsolatedInheritsNothing: a process New starts has this process's
+// environment and its own; one Isolated starts has only its own, so a
+// variable of the caller's shell cannot reach it.
+func TestIsolatedInheritsNothing(t *testing.T) {
+	t.Parallel()
+	require.NotEmpty(t, os.Getenv("PATH"), "the test process has an environment to leave out")
+	for _, c := range []struct {
+		start   func(string, string, []string, io.Writer, ...string) *procs.Proc
+		inherit bool
+	}{{procs.New, true}, {procs.Isolated, false}} {
+		out := &procs.TailBuffer{}
+		p := c.start("env", "/usr/bin/env", []string{"PROCS_TEST=own"}, out)
+		p.SetEnv("LATE=set")
+		require.NoError(t, p.Start())
+		require.NoError(t, p.Wait(time.Minute))
+		lines := strings.Fields(out.String())
+		require.Subset(t, lines, []string{"PROCS_TEST=own", "LATE=set"})
+		require.Equal(t, c.inherit, slices.Contains(lines, "PATH="+os.Getenv("PATH")), "inherits PATH: %v", lines)
+		if !c.inherit {
+			require.Len(t, lines, 2, "only its own environment: %v", lines)
+		}
+	}
 }
 
 // TestStopKillsWhatIgnoresTheSignal: a process that ignores SIGTERM is
