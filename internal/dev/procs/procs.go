@@ -72,10 +72,11 @@ func (p *Proc) Start() error {
 	}
 	cmd := exec.Command(p.bin, p.args...)
 	// Never nil: a nil Env would give the process this one's environment.
-	cmd.Env = append([]string{}, p.env...)
+	base := []string{}
 	if !p.isolated {
-		cmd.Env = append(os.Environ(), p.env...)
+		base = os.Environ()
 	}
+	cmd.Env = append(base, p.env...)
 	cmd.Stdout, cmd.Stderr = p.logw, p.logw
 	cmd.SysProcAttr = p.attr
 	// A grandchild that inherited the output pipe must not keep Wait (and
