@@ -27,6 +27,10 @@ var (
 		Name: "billing_enforcer_jobs_skipped_duplicate_total",
 		Help: "fund_day jobs a sweep found already queued (River unique skip).",
 	})
+	sweepDeadlocks = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "billing_enforcer_sweep_deadlocks_total",
+		Help: "Sweep batches PostgreSQL aborted as a deadlock's victim; each is run again, a few times at most.",
+	})
 	fundingsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "billing_fundings_total",
 		Help: "fund_day outcomes committed: funded, already_paid, insufficient, stopped.",

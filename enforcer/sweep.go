@@ -2,11 +2,14 @@ package enforcer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
 )
@@ -169,12 +172,48 @@ func (s *Service) enqueueBatch(ctx context.Context, client *river.Client[pgx.Tx]
 		seen[id] = struct{}{}
 		params = append(params, river.InsertManyParams{Args: FundDayArgs{MarqueeID: id, Day: day}})
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	for attempt := 1; ; attempt++ {
+		enqueued, dup, err = insertBatch(ctx, s.pool, client, params)
+		if !isDeadlock(err) || attempt == sweepBatchAttempts || ctx.Err() != nil {
+			break
+		}
+		sweepDeadlocks.Inc()
+		s.logger.WarnContext(ctx, "enforcer sweep: batch chosen as a deadlock victim, running it again",
+			"day", day, "marquees", len(params), "attempt", attempt, "err", err)
+		if err := sleepCtx(ctx, time.Duration(attempt)*sweepDeadlockPause); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	jobsEnqueued.Add(float64(enqueued))
+	jobsSkippedDuplicate.Add(float64(dup))
+	return enqueued, dup, nil
+}
+
+// A sweep's batch locks the fund_day rows already queued for its Marquees,
+// in Marquee order (River's unique insert updates the row it conflicts
+// with), while a funding batch completing its jobs locks the same rows in
+// its own order; the two can deadlock, and PostgreSQL then aborts one of
+// them. Funding is retried by River; a sweep batch only inserts unique
+// jobs, so running it again is safe, and it is run again a few times, after
+// a short pause that lets the other transaction finish, before the sweep
+// gives up (an operator's `billing sweep` would otherwise fail for a race
+// it cannot act on).
+const (
+	sweepBatchAttempts = 5
+	sweepDeadlockPause = 20 * time.Millisecond
+)
+
+// insertBatch inserts params in one transaction and counts the new and the
+// already queued jobs.
+func insertBatch(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], params []river.InsertManyParams) (enqueued, dup int, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		results, err := client.InsertManyTx(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("enforcer: enqueue fund_day batch: %w", err)
 		}
-		enqueued, dup = 0, 0
 		for _, r := range results {
 			if r.UniqueSkippedAsDuplicate {
 				dup++
@@ -187,9 +226,26 @@ func (s *Service) enqueueBatch(ctx context.Context, client *river.Client[pgx.Tx]
 	if err != nil {
 		return 0, 0, err
 	}
-	jobsEnqueued.Add(float64(enqueued))
-	jobsSkippedDuplicate.Add(float64(dup))
 	return enqueued, dup, nil
+}
+
+// deadlockDetected is SQLSTATE deadlock_detected.
+const deadlockDetected = "40P01"
+
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == deadlockDetected
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // dueMarquees returns ids of running Marquees after `after`, in id order,

@@ -241,6 +241,7 @@ func requireFundingSeries(t *testing.T, m metricSet, insufficient float64) {
 	require.Positive(t, m.value("billing_funding_lag_seconds_sum", ""))
 	require.GreaterOrEqual(t, m.value("billing_enforcer_sweeps_total", ""), insufficient+1)
 	require.GreaterOrEqual(t, m.value("billing_enforcer_sweep_duration_seconds_count", ""), insufficient+1)
+	require.True(t, m.has("billing_enforcer_sweep_deadlocks_total", ""), "exported from the start")
 	require.True(t, m.has("billing_marquees_unfunded", ""), "billing web exports the unfunded gauge")
 	require.Equal(t, 0.0, m.value("billing_marquees_unfunded", ""), "the Marquee was funded after its top-up")
 }
