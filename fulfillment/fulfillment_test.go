@@ -10,6 +10,7 @@ import (
 
 	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/kit/testdb"
+	"github.com/fibe-dev/billing/internal/provider"
 )
 
 func TestCreateCheckoutSnapshotsPrice(t *testing.T) {
@@ -44,7 +45,7 @@ func TestCreateCheckoutRejectsUnknownSKUAndProvider(t *testing.T) {
 	require.ErrorIs(t, err, fulfillment.ErrUnknownSKU)
 	_, err = fulfillment.CreateCheckout(ctx, db, catalogue, fulfillment.CheckoutParams{
 		PlayerID: player, SKU: "mana_1000", Provider: "paypal"})
-	require.ErrorIs(t, err, fulfillment.ErrUnknownProvider)
+	require.ErrorIs(t, err, provider.ErrUnknown)
 	require.Zero(t, count(t, db, `SELECT count(*) FROM orders`))
 }
 

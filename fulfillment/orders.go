@@ -42,8 +42,6 @@ const (
 var (
 	ErrUnknownSKU = errcode.New("fulfillment: unknown sku", errcode.Answer{Status: http.StatusBadRequest,
 		Code: "unknown_sku", Detail: "no such SKU"})
-	ErrUnknownProvider = errcode.New("fulfillment: unknown payment provider", errcode.Answer{Status: http.StatusBadRequest,
-		Code: "unknown_provider", Detail: "provider must be stripe, paddle or creem"})
 	// ErrNotFound is returned for a missing order and for another player's.
 	ErrNotFound = errcode.New("fulfillment: order not found", errcode.NotFound)
 )
@@ -109,7 +107,7 @@ func CreateCheckout(ctx context.Context, db DB, skus map[string]SKU, p CheckoutP
 		return nil, fmt.Errorf("%w %q", ErrUnknownSKU, p.SKU)
 	}
 	if !provider.Known(p.Provider) {
-		return nil, fmt.Errorf("%w %q", ErrUnknownProvider, p.Provider)
+		return nil, fmt.Errorf("%w %q", provider.ErrUnknown, p.Provider)
 	}
 	if p.Key != "" {
 		return createKeyed(ctx, db, sku, p)

@@ -18,7 +18,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/fibe-dev/billing/internal/platform/errcode"
 )
 
 // Names of the payment providers billing supports: the provider column of
@@ -35,6 +38,19 @@ func Names() []string { return []string{Stripe, Paddle, Creem} }
 
 // Known reports whether name is a supported provider.
 func Known(name string) bool { return slices.Contains(Names(), name) }
+
+// ErrUnknown is a provider name that is not one of Names: a checkout for
+// it is refused, and so is signing one of its events in development.
+var ErrUnknown = errcode.New("provider: unknown payment provider", errcode.Answer{Status: http.StatusBadRequest,
+	Code: "unknown_provider", Detail: "provider must be " + oneOf(Names())})
+
+// oneOf spells names as "a, b or c".
+func oneOf(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // Provider is one payment provider's driver. Its API calls run outside any
 // database transaction and are retried by its one Policy.

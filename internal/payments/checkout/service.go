@@ -43,7 +43,7 @@ func (s *Service) Available(name string) bool {
 // open across the call.
 func (s *Service) Open(ctx context.Context, db fulfillment.DB, p fulfillment.CheckoutParams) (*fulfillment.Order, error) {
 	if !provider.Known(p.Provider) {
-		return nil, fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, p.Provider)
+		return nil, fmt.Errorf("%w %q", provider.ErrUnknown, p.Provider)
 	}
 	if !s.Available(p.Provider) {
 		return nil, fmt.Errorf("%w: %s", ErrProviderUnavailable, p.Provider)

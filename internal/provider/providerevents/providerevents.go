@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/creem/creemevents"
 	"github.com/fibe-dev/billing/internal/provider/paddle/paddleevents"
@@ -107,11 +106,11 @@ func ReversalEvent(name, eventID, paymentID, id, kind, state string, amount int6
 
 // Sign signs body for provider name as it does and returns the header to
 // send; ts is ignored for a provider that signs no timestamp (Creem). An
-// unknown provider is fulfillment.ErrUnknownProvider.
+// unknown provider is provider.ErrUnknown.
 func Sign(name, secret string, body []byte, ts time.Time) (header, value string, err error) {
 	b, ok := builders[name]
 	if !ok {
-		return "", "", fmt.Errorf("%w %q", fulfillment.ErrUnknownProvider, name)
+		return "", "", fmt.Errorf("%w %q", provider.ErrUnknown, name)
 	}
 	header, value = b.Sign(secret, body, ts)
 	return header, value, nil

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fibe-dev/billing/fulfillment"
 	"github.com/fibe-dev/billing/internal/provider"
 	"github.com/fibe-dev/billing/internal/provider/providerevents"
 )
@@ -14,7 +13,7 @@ import (
 func TestSignRefusesUnknownProviders(t *testing.T) {
 	t.Parallel()
 	_, _, err := providerevents.Sign("paypal", "k", nil, time.Unix(1_700_000_000, 0))
-	require.ErrorIs(t, err, fulfillment.ErrUnknownProvider)
+	require.ErrorIs(t, err, provider.ErrUnknown)
 	require.Nil(t, providerevents.CompletedEvent("paypal", "x", 1, 1, "usd"))
 	require.Empty(t, providerevents.OrderPaymentID("paypal", "1"))
 }

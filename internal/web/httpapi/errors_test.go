@@ -110,7 +110,7 @@ var exportedErrors = []struct {
 	{"enforcer.ErrInvalidDay", enforcer.ErrInvalidDay, answered{status: 500, code: "internal", detail: internalGET}},
 
 	{"fulfillment.ErrUnknownSKU", fulfillment.ErrUnknownSKU, answered{status: 400, code: "unknown_sku", detail: "no such SKU"}},
-	{"fulfillment.ErrUnknownProvider", fulfillment.ErrUnknownProvider, answered{status: 400, code: "unknown_provider", detail: "provider must be stripe, paddle or creem"}},
+	{"provider.ErrUnknown", provider.ErrUnknown, answered{status: 400, code: "unknown_provider", detail: "provider must be stripe, paddle or creem"}},
 	{"fulfillment.ErrNotFound", fulfillment.ErrNotFound, answered{status: 404, code: "not_found", detail: notFound}},
 	{"fulfillment.ErrCheckoutKeyReused", fulfillment.ErrCheckoutKeyReused, answered{status: 422, code: "idempotency_key_reused", detail: keyReused}},
 	{"fulfillment.ErrPaymentMismatch", fulfillment.ErrPaymentMismatch, answered{status: 500, code: "internal", detail: internalGET}},
