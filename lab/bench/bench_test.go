@@ -73,15 +73,36 @@ func TestPgBenchRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.NewURL(t)
-	r, err := PgBench(ctx, "select", url, "\\set k random(1, :n)\nSELECT :k;\n", 2, time.Second, map[string]string{"n": "10"})
+	r, err := pgbenchThatRan(t, func() (*Report, error) {
+		return PgBench(ctx, "select", url, "\\set k random(1, :n)\nSELECT :k;\n", 2, time.Second, map[string]string{"n": "10"})
+	})
 	require.NoError(t, err)
 	require.Positive(t, r.Ops)
 	require.Positive(t, r.OpsPerSec)
 	require.Positive(t, r.P50ms)
 	require.Zero(t, r.Errors)
 
-	_, err = PgBench(ctx, "broken", url, "SELECT 1/0;\n", 1, time.Second, nil)
+	_, err = pgbenchThatRan(t, func() (*Report, error) {
+		return PgBench(ctx, "broken", url, "SELECT 1/0;\n", 1, time.Second, nil)
+	})
 	require.ErrorContains(t, err, "division by zero", "a failing script is an error, not a 0 ops/s baseline")
+}
+
+// pgbenchThatRan runs a pgbench run again while it ran no statement at all:
+// its clients connect inside its duration, which on a loaded machine can
+// take the whole second. Any other outcome is returned, under a generous
+// deadline.
+func pgbenchThatRan(t *testing.T, run func() (*Report, error)) (*Report, error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		r, err := run()
+		idle := err != nil && strings.Contains(err.Error(), "actually processed: 0\n") && !strings.Contains(err.Error(), "ERROR:")
+		if !idle || time.Now().After(deadline) {
+			return r, err
+		}
+		t.Logf("pgbench ran nothing within its duration; running it again:\n%v", err)
+	}
 }
 
 // TestSummarize: percentiles are nearest-rank over every client's
