@@ -29,7 +29,7 @@ var (
 	})
 	sweepDeadlocks = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "billing_enforcer_sweep_deadlocks_total",
-		Help: "Sweep batches PostgreSQL aborted as a deadlock's victim; each is run again, a few times at most.",
+		Help: "Sweep batch transactions PostgreSQL aborted as a deadlock's victim; a batch is run again until its fifth attempt.",
 	})
 	fundingsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "billing_fundings_total",

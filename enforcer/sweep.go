@@ -174,14 +174,19 @@ func (s *Service) enqueueBatch(ctx context.Context, client *river.Client[pgx.Tx]
 	}
 	for attempt := 1; ; attempt++ {
 		enqueued, dup, err = insertBatch(ctx, s.pool, client, params)
-		if !isDeadlock(err) || attempt == sweepBatchAttempts || ctx.Err() != nil {
+		if !isDeadlock(err) {
 			break
 		}
 		sweepDeadlocks.Inc()
+		if attempt == sweepBatchAttempts {
+			break
+		}
 		s.logger.WarnContext(ctx, "enforcer sweep: batch chosen as a deadlock victim, running it again",
 			"day", day, "marquees", len(params), "attempt", attempt, "err", err)
-		if err := sleepCtx(ctx, time.Duration(attempt)*sweepDeadlockPause); err != nil {
-			return 0, 0, err
+		select {
+		case <-time.After(time.Duration(attempt) * sweepDeadlockPause):
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
 		}
 	}
 	if err != nil {
@@ -235,17 +240,6 @@ const deadlockDetected = "40P01"
 func isDeadlock(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == deadlockDetected
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // dueMarquees returns ids of running Marquees after `after`, in id order,

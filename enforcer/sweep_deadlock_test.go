@@ -1,6 +1,7 @@
 package enforcer_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -38,10 +39,15 @@ func TestSweepRunsADeadlockVictimAgain(t *testing.T) {
 	// proves nothing, so the scenario then runs again.
 	sweeper := enforcer.New(poolWithDeadlockTimeout(t, e.pool, "3s"), e.wallet,
 		enforcer.Options{TZ: utc, Now: e.clock.Now, Logger: quiet, BatchSize: 100})
+	ctx, cancel := context.WithTimeout(e.ctx, waitDeadline)
+	defer cancel()
 	for attempt := 1; ; attempt++ {
 		require.LessOrEqual(t, attempt, 3, "the holder was the deadlock's victim every time: the sweep's check ran before the cycle closed")
 		holder, err := e.pool.Begin(e.ctx)
 		require.NoError(t, err)
+		// A failing check must not leave the lock held: the sweep would
+		// wait on it, and the pools' Close at cleanup on both.
+		defer func() { _ = holder.Rollback(context.Background()) }()
 		_, err = holder.Exec(e.ctx, `SET LOCAL deadlock_timeout = '1min'`)
 		require.NoError(t, err)
 		var holderPID int32
@@ -54,9 +60,18 @@ func TestSweepRunsADeadlockVictimAgain(t *testing.T) {
 		}
 		done := make(chan outcome, 1)
 		go func() {
-			res, err := sweeper.Sweep(e.ctx, inserter, enforcer.SweepOptions{})
+			res, err := sweeper.Sweep(ctx, inserter, enforcer.SweepOptions{})
 			done <- outcome{res, err}
 		}()
+		wait := func() outcome {
+			select {
+			case got := <-done:
+				return got
+			case <-ctx.Done():
+				t.Fatal("the sweep did not return once the holder let go")
+				return outcome{}
+			}
+		}
 		require.Eventually(t, func() bool {
 			return e.count(`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holderPID) == 1
 		}, waitDeadline, 5*time.Millisecond, "the sweep never waited for the held job")
@@ -68,8 +83,7 @@ func TestSweepRunsADeadlockVictimAgain(t *testing.T) {
 		_, err = holder.Exec(e.ctx, `SELECT 1 FROM river_job WHERE id = $1 FOR UPDATE`, jobFirst)
 		if pgCode(err) == "40P01" {
 			require.NoError(t, holder.Rollback(e.ctx))
-			got := <-done
-			require.NoError(t, got.err)
+			require.NoError(t, wait().err)
 			continue
 		}
 		// The holder got the first job while holding the second: the
@@ -81,7 +95,7 @@ func TestSweepRunsADeadlockVictimAgain(t *testing.T) {
 		default:
 		}
 		require.NoError(t, holder.Rollback(e.ctx))
-		got := <-done
+		got := wait()
 		require.NoError(t, got.err, "a sweep batch chosen as a deadlock's victim fails the sweep")
 		require.Equal(t, 2, got.res.Seen)
 		require.Equal(t, 0, got.res.Enqueued)
