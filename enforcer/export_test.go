@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/riverqueue/river"
 )
 
@@ -25,4 +26,15 @@ func (s *Service) FundDays(ctx context.Context, days ...FundDayArgs) ([]*FundRes
 		items[i] = fundItem{ctx: ctx, args: a}
 	}
 	return s.fundBatch(ctx, items)
+}
+
+// SweepDeadlocks is billing_enforcer_sweep_deadlocks_total: sweep batch
+// transactions aborted as a deadlock's victim, by every test of the
+// package (it only grows).
+func SweepDeadlocks() float64 {
+	var m dto.Metric
+	if err := sweepDeadlocks.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }

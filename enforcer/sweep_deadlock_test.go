@@ -39,6 +39,7 @@ func TestSweepRunsADeadlockVictimAgain(t *testing.T) {
 	// proves nothing, so the scenario then runs again.
 	sweeper := enforcer.New(poolWithDeadlockTimeout(t, e.pool, "3s"), e.wallet,
 		enforcer.Options{TZ: utc, Now: e.clock.Now, Logger: quiet, BatchSize: 100})
+	deadlocksBefore := enforcer.SweepDeadlocks()
 	ctx, cancel := context.WithTimeout(e.ctx, waitDeadline)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
@@ -97,6 +98,7 @@ func TestSweepRunsADeadlockVictimAgain(t *testing.T) {
 		require.NoError(t, holder.Rollback(e.ctx))
 		got := wait()
 		require.NoError(t, got.err, "a sweep batch chosen as a deadlock's victim fails the sweep")
+		require.GreaterOrEqual(t, enforcer.SweepDeadlocks(), deadlocksBefore+1, "the aborted batch is counted")
 		require.Equal(t, 2, got.res.Seen)
 		require.Equal(t, 0, got.res.Enqueued)
 		require.Equal(t, 2, got.res.AlreadyQueued)

@@ -246,6 +246,12 @@ func queryRow(ctx context.Context, url, sql string, dst any) error {
 // with two suites at once (load 50).
 const startDeadline = 6 * time.Minute
 
+// logDeadline bounds the wait for a line a dead server's logging collector
+// still had to write: the collector flushes and exits within moments of
+// the postmaster, so a start that failed for another reason fails the
+// test in a minute, not in startDeadline.
+const logDeadline = time.Minute
+
 // cleanupDeadline bounds the wait for a dead starter's formation to go:
 // on an idle machine it takes about a second, but the watchdog walks
 // /proc in a shell, which a machine at load 30 slows a hundredfold. The

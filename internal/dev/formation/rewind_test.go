@@ -45,7 +45,7 @@ func testDivergedFormerPrimaryIsRewound(t *testing.T, f *formation.Formation) {
 	// start's lines when pg_ctl has seen the server die: wait for them.
 	require.Eventually(t, func() bool {
 		return strings.Contains(postgresLogs(t, old), "is not a child of this server's history")
-	}, startDeadline, 50*time.Millisecond, "%v; the node's log ends:\n%s", err, old.Log(2000))
+	}, logDeadline, 50*time.Millisecond, "%v; the node's log ends:\n%s", err, old.Log(2000))
 
 	require.NoError(t, f.WaitHealthy(ctx))
 	require.Equal(t, []string{old.Name}, f.Rewound()[rewoundBefore:])
